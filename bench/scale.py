@@ -1,0 +1,96 @@
+"""Benchmark (not a test): simulator wall time for one iteration vs GPU count.
+
+Usage: python bench/scale.py [--schedules ddp] [--gpus 64,256,1024,...]
+       [--topology puhti-xl] [--model resnet152] [--uncollapsed]
+
+Prints per case: wall seconds (topology build + programs + simulation), peak
+resident memory of the process so far, simulation events, flows, and the
+predicted iteration time. Each case runs in a fresh process so peak memory is
+per case.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import time
+
+
+def one_case(schedule: str, gpus: int, topology: str, model_name: str, collapse: bool) -> dict:
+    from simcluster.collectives import CommContext
+    from simcluster.compute import load_network_profile, load_profile
+    from simcluster.engine import Engine
+    from simcluster.schedules import BuildContext, get_schedule
+    from simcluster.study import simulate_iteration
+    from simcluster.topology import load_topology
+    from simcluster.workload import build_model
+
+    t0 = time.perf_counter()
+    probe = load_topology(topology, num_nodes=1)
+    cluster = load_topology(topology, num_nodes=-(-gpus // probe.ranks_per_node))
+    netp = load_network_profile("nccl-spec")
+    ctx = CommContext(cluster, netp.per_message_overhead_s, netp.link_efficiency)
+    model = build_model(model_name, 224, 10)
+    profile = load_profile("v100-sxm2-32gb")
+    cls = get_schedule(schedule)
+    it = cls().build(BuildContext(cluster, gpus, model, profile, 128, "fp32", 1, 0))
+    trace = simulate_iteration(Engine(ctx), it.classes, collapse)
+    wall = time.perf_counter() - t0
+    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return {
+        "schedule": schedule,
+        "gpus": gpus,
+        "wall_s": wall,
+        "peak_mb": peak_mb,
+        "events": trace.events,
+        "flows": trace.flows,
+        "iteration_s": trace.end_time,
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--schedules", default="ddp")
+    ap.add_argument("--gpus", default="64,256,1024,4096,16384,65536")
+    ap.add_argument("--topology", default="puhti-xl")
+    ap.add_argument("--model", default="resnet152")
+    ap.add_argument("--uncollapsed", action="store_true")
+    ap.add_argument("--case", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.case:
+        s, g = args.case.split(":")
+        print(json.dumps(one_case(s, int(g), args.topology, args.model, not args.uncollapsed)))
+        return
+    print(
+        f"{'schedule':<12}{'GPUs':>8}{'wall s':>10}{'peak MB':>10}{'events':>10}"
+        f"{'flows':>10}{'iteration s':>14}"
+    )
+    for s in args.schedules.split(","):
+        for g in args.gpus.split(","):
+            cmd = [
+                sys.executable,
+                __file__,
+                "--case",
+                f"{s}:{g}",
+                "--topology",
+                args.topology,
+                "--model",
+                args.model,
+            ] + (["--uncollapsed"] if args.uncollapsed else [])
+            out = subprocess.run(cmd, capture_output=True, text=True)
+            if out.returncode:
+                print(f"{s:<12}{g:>8}  failed: {out.stderr.strip().splitlines()[-1]}")
+                continue
+            r = json.loads(out.stdout)
+            print(
+                f"{r['schedule']:<12}{r['gpus']:>8}{r['wall_s']:>10.2f}{r['peak_mb']:>10.0f}"
+                f"{r['events']:>10}{r['flows']:>10}{r['iteration_s']:>14.4f}",
+                flush=True,
+            )
+
+
+if __name__ == "__main__":
+    main()

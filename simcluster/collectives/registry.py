@@ -1,0 +1,98 @@
+"""Algorithm registry, NCCL-like automatic choice, and lowering to phases.
+
+``lower(ctx, call)`` picks the algorithm (the call's, or the cheapest
+candidate for ``auto``) and returns the phases of every group merged phase by
+phase, so that concurrent groups contend for links within each phase.
+
+The automatic choice, like NCCL's tuner, compares the candidates' predicted
+times for this size and group shape: each candidate's phases are timed in
+isolation with max-min rates fixed at their start (a static estimate); ties
+go to the first candidate (ring).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from simcluster.collectives import chain, halving_doubling, hierarchical, leader, p2p, ring, tree
+from simcluster.collectives.base import CollectiveCall, CommContext, Phase
+from simcluster.errors import UnknownNameError
+from simcluster.network.maxmin import maxmin_rates
+
+__all__ = ["ALGORITHMS", "AUTO_CANDIDATES", "lower", "estimate_phases", "algorithms_for"]
+
+Lowering = Callable[[CommContext, CollectiveCall, tuple[int, ...]], list[Phase]]
+
+ALGORITHMS: dict[str, dict[str, Lowering]] = {
+    "allreduce": {
+        "ring": ring.allreduce,
+        "tree": tree.allreduce,
+        "hierarchical": hierarchical.allreduce,
+        "leader": leader.allreduce,
+        "halving-doubling": halving_doubling.allreduce,
+    },
+    "allgather": {"ring": ring.allgather},
+    "reduce_scatter": {"ring": ring.reduce_scatter},
+    "broadcast": {"chain": chain.broadcast},
+    "reduce": {"chain": chain.reduce},
+    "p2p": {"direct": p2p.send},
+}
+
+#: What ``auto`` chooses among, in tie-break order (NCCL's ring and tree).
+AUTO_CANDIDATES: dict[str, tuple[str, ...]] = {"allreduce": ("ring", "tree")}
+
+
+def algorithms_for(op: str) -> list[str]:
+    return sorted(ALGORITHMS[op])
+
+
+def estimate_phases(ctx: CommContext, phases: list[Phase]) -> float:
+    """Seconds for the phases in isolation, rates fixed at each phase's start."""
+    total = 0.0
+    for phase in phases:
+        if not phase:
+            continue
+        lengths = np.array([len(f.links) for f in phase])
+        entry_flow = np.repeat(np.arange(len(phase)), lengths)
+        entry_link = np.fromiter(
+            (link for f in phase for link in f.links), dtype=np.int64, count=int(lengths.sum())
+        )
+        rates = maxmin_rates(entry_flow, entry_link, len(phase), ctx.capacity)
+        nbytes = np.array([f.nbytes for f in phase])
+        lat = np.array([f.latency for f in phase])
+        with np.errstate(divide="ignore"):
+            t = lat + np.where(nbytes > 0, nbytes / rates, 0.0)
+        total += float(t.max())
+    return total
+
+
+def _merge(per_group: list[list[Phase]]) -> list[Phase]:
+    depth = max((len(p) for p in per_group), default=0)
+    return [[f for phases in per_group if k < len(phases) for f in phases[k]] for k in range(depth)]
+
+
+def _lower_with(ctx: CommContext, call: CollectiveCall, name: str) -> list[Phase]:
+    fn = ALGORITHMS[call.op][name]
+    return _merge([fn(ctx, call, tuple(g)) for g in call.groups])
+
+
+def lower(ctx: CommContext, call: CollectiveCall) -> tuple[str, list[Phase]]:
+    """(algorithm used, phases) for ``call``."""
+    table = ALGORITHMS[call.op]
+    if call.algorithm != "auto":
+        if call.algorithm not in table:
+            raise UnknownNameError(f"{call.op} algorithm", call.algorithm, list(table))
+        return call.algorithm, _lower_with(ctx, call, call.algorithm)
+    candidates = AUTO_CANDIDATES.get(call.op, (next(iter(table)),))
+    if len(candidates) == 1 or all(len(g) <= 2 for g in call.groups):
+        return candidates[0], _lower_with(ctx, call, candidates[0])
+    best: tuple[float, str, list[Phase]] | None = None
+    for name in candidates:
+        phases = _lower_with(ctx, call, name)
+        t = estimate_phases(ctx, phases)
+        if best is None or t < best[0] * (1 - 1e-9):
+            best = (t, name, phases)
+    assert best is not None
+    return best[1], best[2]

@@ -1,0 +1,130 @@
+"""Loading device and network profiles from ``calibrate/profiles``.
+
+A profile file is JSON with ``schema_version``, ``name``, ``kind`` (measured,
+derived or spec), ``provenance`` and either a ``device`` section (device
+profiles, ``calibrate/profiles/*.json``) or a ``network`` section (network
+profiles, ``calibrate/profiles/network/*.json``).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from simcluster.compute.profile import DeviceProfile, SpecProfile
+from simcluster.errors import ConfigError, UnknownNameError
+from simcluster.paths import network_profiles_dir, profiles_dir
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "NetworkProfile",
+    "load_profile",
+    "load_network_profile",
+    "list_profiles",
+    "list_network_profiles",
+]
+
+SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True)
+class NetworkProfile:
+    """Per-message software overhead (s) and achievable fraction of each link kind."""
+
+    name: str
+    kind: str
+    per_message_overhead_s: float
+    link_efficiency: dict[str, float] = field(default_factory=dict)
+    provenance: dict[str, Any] = field(default_factory=dict)
+
+    def describe(self) -> str:
+        return f"{self.name} ({self.kind})"
+
+
+def _names(folder: Path) -> list[str]:
+    return sorted(p.stem for p in folder.glob("*.json")) if folder.is_dir() else []
+
+
+def list_profiles() -> list[str]:
+    return _names(profiles_dir())
+
+
+def list_network_profiles() -> list[str]:
+    return _names(network_profiles_dir())
+
+
+def _resolve(name_or_path: str, folder: Path, kind: str, known: list[str]) -> Path:
+    p = Path(name_or_path)
+    if p.suffix == ".json" and p.is_file():
+        return p
+    candidate = folder / f"{name_or_path}.json"
+    if candidate.is_file():
+        return candidate
+    raise UnknownNameError(kind, name_or_path, known)
+
+
+def _read(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise ConfigError(str(path), "<root>", f"line {exc.lineno}", "not valid JSON") from None
+    if not isinstance(data, dict):
+        raise ConfigError(str(path), "<root>", type(data).__name__, "a profile is a JSON object")
+    version = data.get("schema_version")
+    if version != SCHEMA_VERSION:
+        raise ConfigError(
+            str(path),
+            "schema_version",
+            version,
+            "unsupported profile schema",
+            [str(SCHEMA_VERSION)],
+        )
+    for key in ("name", "kind", "provenance"):
+        if key not in data:
+            raise ConfigError(str(path), key, None, "missing field")
+    if data["kind"] not in ("measured", "derived", "spec", "fitted"):
+        raise ConfigError(
+            str(path),
+            "kind",
+            data["kind"],
+            "unknown kind",
+            ["measured", "derived", "spec", "fitted"],
+        )
+    return data
+
+
+def load_profile(name_or_path: str) -> DeviceProfile:
+    """A device profile by name (``v100-sxm2-32gb``) or path to a JSON file."""
+    path = _resolve(name_or_path, profiles_dir(), "profile", list_profiles())
+    data = _read(path)
+    if "device" not in data:
+        raise ConfigError(str(path), "device", None, "missing field")
+    if data["kind"] == "spec":
+        dev = data["device"]
+        for key in ("peak_flops", "memory_bandwidth", "launch_overhead_s", "efficiency"):
+            if key not in dev:
+                raise ConfigError(str(path), f"device.{key}", None, "missing field")
+        return SpecProfile(data["name"], dev, data["provenance"])
+    raise ConfigError(
+        str(path), "kind", data["kind"], "no loader for this profile kind yet", ["spec"]
+    )
+
+
+def load_network_profile(name_or_path: str) -> NetworkProfile:
+    """A network profile by name (``nccl-spec``) or path to a JSON file."""
+    path = _resolve(
+        name_or_path, network_profiles_dir(), "network profile", list_network_profiles()
+    )
+    data = _read(path)
+    net = data.get("network")
+    if not isinstance(net, dict) or "per_message_overhead_s" not in net:
+        raise ConfigError(str(path), "network.per_message_overhead_s", None, "missing field")
+    return NetworkProfile(
+        name=data["name"],
+        kind=data["kind"],
+        per_message_overhead_s=float(net["per_message_overhead_s"]),
+        link_efficiency={k: float(v) for k, v in net.get("link_efficiency", {}).items()},
+        provenance=data["provenance"],
+    )

@@ -1,0 +1,111 @@
+"""Typed errors for bad user input.
+
+Every error a user can cause by what they wrote (a scenario, a topology file, a
+profile, a command-line value) is a :class:`UserError`. The CLI catches it,
+prints ``str(err)`` and exits with code 2; no traceback reaches the user.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+__all__ = [
+    "UserError",
+    "ConfigError",
+    "UnknownNameError",
+    "did_you_mean",
+    "format_path",
+]
+
+
+def did_you_mean(word: str, choices: Iterable[str], n: int = 3) -> list[str]:
+    """Near misses of ``word`` among ``choices`` (case-insensitive), best first."""
+    choices = list(choices)
+    lowered = {c.lower(): c for c in choices}
+    hits = difflib.get_close_matches(str(word).lower(), list(lowered), n=n, cutoff=0.6)
+    return [lowered[h] for h in hits]
+
+
+def format_path(loc: Sequence[Any]) -> str:
+    """``("schedules", 0, "options", "keep")`` -> ``schedules[0].options.keep``."""
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += ("." if out else "") + str(part)
+    return out or "<root>"
+
+
+class UserError(Exception):
+    """Bad input from the user: reported without a traceback, exit code 2."""
+
+    exit_code = 2
+
+
+class ConfigError(UserError):
+    """A bad value in a file the user wrote.
+
+    Parameters
+    ----------
+    file: the file that holds the value (or ``None`` for command-line input).
+    path: dotted field path inside the file, e.g. ``workload.model``.
+    value: the offending value as written.
+    problem: what is wrong, one sentence.
+    allowed: what is allowed (a list of names, a range, a type).
+    suggestions: near misses for "did you mean".
+    """
+
+    def __init__(
+        self,
+        file: str | None,
+        path: str,
+        value: Any,
+        problem: str,
+        allowed: str | Sequence[str] | None = None,
+        suggestions: Sequence[str] = (),
+    ) -> None:
+        self.file = file
+        self.path = path
+        self.value = value
+        self.problem = problem
+        self.allowed = allowed
+        self.suggestions = list(suggestions)
+        super().__init__(self.render())
+
+    def render(self) -> str:
+        where = f"{self.file}: " if self.file else ""
+        msg = f"{where}{self.path}: {self.problem} (got {self.value!r})"
+        if self.allowed is not None:
+            allowed = self.allowed
+            if not isinstance(allowed, str):
+                allowed = ", ".join(str(a) for a in allowed)
+            msg += f"; allowed: {allowed}"
+        if self.suggestions:
+            msg += "; did you mean " + " or ".join(repr(s) for s in self.suggestions) + "?"
+        return msg
+
+
+class UnknownNameError(ConfigError):
+    """A name (model, topology, profile, schedule, algorithm) that is not registered."""
+
+    def __init__(
+        self,
+        kind: str,
+        name: str,
+        known: Sequence[str],
+        file: str | None = None,
+        path: str | None = None,
+    ) -> None:
+        super().__init__(
+            file=file,
+            path=path or kind,
+            value=name,
+            problem=f"unknown {kind}",
+            allowed=sorted(known),
+            suggestions=did_you_mean(name, known),
+        )
+        self.kind = kind
+        self.name = name

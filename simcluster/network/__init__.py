@@ -1,0 +1,21 @@
+"""Network layer: flows over directed links, max-min fair or contention-free."""
+
+from simcluster.network.backend import (
+    BACKENDS,
+    ClosedFormNetwork,
+    MaxMinNetwork,
+    NetworkBackend,
+    make_network,
+)
+from simcluster.network.flow import FlowSpec
+from simcluster.network.maxmin import maxmin_rates
+
+__all__ = [
+    "BACKENDS",
+    "ClosedFormNetwork",
+    "FlowSpec",
+    "MaxMinNetwork",
+    "NetworkBackend",
+    "make_network",
+    "maxmin_rates",
+]

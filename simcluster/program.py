@@ -1,0 +1,103 @@
+"""Per-rank programs as data: ops with ids, streams, durations and dependencies.
+
+A :class:`RankClass` is a set of ranks that run the same program. Schedules
+emit one class per distinct role (all ranks for DDP; leaders and followers for
+H-SADMM); the engine simulates each class once (rank collapse). A collective op
+is one global event: every class whose program holds an op with that id takes
+part, and it starts when all of them have reached it. :func:`expand` gives the
+uncollapsed equivalent (one class per rank), used to check the collapse.
+
+Durations are seconds, sizes bytes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+
+from simcluster.collectives.base import CollectiveCall
+
+__all__ = ["Op", "RankClass", "ProgramError", "STREAMS", "compute", "collective", "expand"]
+
+STREAMS = ("compute", "comm", "copy", "cpu")
+
+
+class ProgramError(ValueError):
+    """A program that cannot run: unknown dependency, cycle, bad stream."""
+
+
+@dataclass(frozen=True, slots=True)
+class Op:
+    """One operation on one stream of a rank.
+
+    id: unique within the program (collective ids are global, see module doc).
+    stream: one of :data:`STREAMS`; ops on a stream run in program order.
+    duration: seconds of stream occupancy (compute, copy and cpu ops).
+    deps: ids of earlier ops of the same program that must end first.
+    call: the collective, for collective ops (then duration is unused).
+    category: breakdown key (``forward``, ``backward``, ``optimizer``, ...).
+    """
+
+    id: str
+    stream: str = "compute"
+    duration: float = 0.0
+    deps: tuple[str, ...] = ()
+    call: CollectiveCall | None = None
+    category: str = ""
+
+    @property
+    def is_collective(self) -> bool:
+        return self.call is not None
+
+
+def compute(
+    id: str, duration: float, category: str, deps: Sequence[str] = (), stream: str = "compute"
+) -> Op:
+    """A kernel (or copy, or CPU task) of ``duration`` seconds."""
+    return Op(id=id, stream=stream, duration=float(duration), deps=tuple(deps), category=category)
+
+
+def collective(
+    id: str, call: CollectiveCall, category: str, deps: Sequence[str] = (), stream: str = "comm"
+) -> Op:
+    """A collective on ``call.groups``, run on ``stream``."""
+    return Op(id=id, stream=stream, deps=tuple(deps), call=call, category=category)
+
+
+@dataclass
+class RankClass:
+    """Ranks that run one program (simulated once)."""
+
+    name: str
+    ranks: tuple[int, ...]
+    ops: list[Op] = field(default_factory=list)
+
+    def add(self, op: Op) -> Op:
+        self.ops.append(op)
+        return op
+
+    def validate(self) -> None:
+        """Every dependency names an earlier op (so there is no cycle); streams known."""
+        seen: set[str] = set()
+        for op in self.ops:
+            if op.stream not in STREAMS:
+                raise ProgramError(f"{self.name}: op {op.id!r} on unknown stream {op.stream!r}")
+            if op.id in seen:
+                raise ProgramError(f"{self.name}: duplicate op id {op.id!r}")
+            for d in op.deps:
+                if d not in seen:
+                    later = any(o.id == d for o in self.ops)
+                    why = "a later op (cycle or order error)" if later else "no op"
+                    raise ProgramError(
+                        f"{self.name}: op {op.id!r} depends on {d!r}, which is {why}"
+                    )
+            seen.add(op.id)
+
+
+def expand(classes: Sequence[RankClass]) -> list[RankClass]:
+    """One class per rank, with the same programs: the uncollapsed simulation."""
+    out = []
+    for cls in classes:
+        for r in cls.ranks:
+            out.append(replace(cls, name=f"{cls.name}#{r}", ranks=(r,), ops=list(cls.ops)))
+    return out

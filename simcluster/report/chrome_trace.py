@@ -1,0 +1,55 @@
+"""Chrome trace format (opens in Perfetto / chrome://tracing).
+
+One process per schedule, one thread per (rank class, stream); network-level
+collective spans get a thread of their own. Times are microseconds.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from simcluster.engine import Trace
+
+__all__ = ["trace_events", "write_chrome_trace"]
+
+
+def trace_events(traces: dict[str, Trace]) -> list[dict]:
+    events: list[dict] = []
+    for pid, (label, trace) in enumerate(traces.items(), start=1):
+        events.append(
+            {"name": "process_name", "ph": "M", "pid": pid, "tid": 0, "args": {"name": label}}
+        )
+        tids: dict[tuple[str, str], int] = {}
+        for s in trace.spans:
+            key = (s.rank_class, s.stream)
+            if key not in tids:
+                tids[key] = len(tids) + 1
+                events.append(
+                    {
+                        "name": "thread_name",
+                        "ph": "M",
+                        "pid": pid,
+                        "tid": tids[key],
+                        "args": {"name": f"{s.rank_class}:{s.stream}"},
+                    }
+                )
+            ev = {
+                "name": s.op,
+                "cat": s.category or s.stream,
+                "ph": "X",
+                "pid": pid,
+                "tid": tids[key],
+                "ts": s.start * 1e6,
+                "dur": (s.end - s.start) * 1e6,
+            }
+            if s.bytes or s.algorithm:
+                ev["args"] = {"bytes": s.bytes, "algorithm": s.algorithm}
+            events.append(ev)
+    return events
+
+
+def write_chrome_trace(path: Path, traces: dict[str, Trace]) -> None:
+    path.write_text(
+        json.dumps({"traceEvents": trace_events(traces), "displayTimeUnit": "ms"}) + "\n"
+    )

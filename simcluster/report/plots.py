@@ -1,0 +1,73 @@
+"""PNG plots drawn from result records (matplotlib, Agg backend)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+__all__ = ["plot_scaling", "plot_breakdown"]
+
+
+def _plt():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _by_schedule(records: Sequence[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    out: dict[str, list[dict[str, Any]]] = {}
+    for r in records:
+        out.setdefault(r["schedule"], []).append(r)
+    return out
+
+
+def plot_scaling(path: Path, records: Sequence[dict[str, Any]], title: str) -> None:
+    """Speedup (with the ideal line) and efficiency against GPU count."""
+    plt = _plt()
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 4))
+    groups = _by_schedule(records)
+    for name, rs in groups.items():
+        g = [r["gpus"] for r in rs]
+        ax1.plot(g, [r["speedup"] for r in rs], marker="o", label=name)
+        ax2.plot(g, [100 * r["efficiency"] for r in rs], marker="o", label=name)
+    gpus = sorted({r["gpus"] for r in records})
+    ax1.plot(gpus, [x / gpus[0] for x in gpus], "k--", lw=0.8, label="ideal")
+    for ax in (ax1, ax2):
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(gpus)
+        ax.set_xticklabels([str(x) for x in gpus])
+        ax.set_xlabel("GPUs")
+        ax.grid(alpha=0.3)
+    ax1.set_ylabel(f"speedup vs {gpus[0]} GPUs")
+    ax2.set_ylabel("parallel efficiency (%)")
+    ax2.set_ylim(0, 105)
+    ax1.legend()
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def plot_breakdown(path: Path, records: Sequence[dict[str, Any]], title: str) -> None:
+    """Stacked bars per (schedule, GPUs): compute and exposed communication, seconds."""
+    plt = _plt()
+    labels = [f"{r['schedule']}\n{r['gpus']}" for r in records]
+    compute = [r["compute_s"] for r in records]
+    exposed = [r["exposed_comm_s"] for r in records]
+    fig, ax = plt.subplots(figsize=(max(6, 0.7 * len(records) + 2), 4))
+    x = range(len(records))
+    ax.bar(x, compute, label="compute")
+    ax.bar(x, exposed, bottom=compute, label="exposed communication")
+    ax.set_xticks(list(x))
+    ax.set_xticklabels(labels, fontsize=8)
+    ax.set_ylabel("seconds per iteration")
+    ax.legend()
+    ax.set_title(title)
+    ax.grid(axis="y", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

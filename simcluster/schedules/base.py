@@ -1,0 +1,124 @@
+"""What a schedule is: options, a registry, and the context it builds in.
+
+A schedule turns a model, a cluster and its options into per-rank programs
+(:class:`simcluster.program.RankClass`) for one iteration. It never touches
+SimPy or a link: it emits compute ops with durations from the device profile
+and collective ops on groups of ranks.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict
+
+from simcluster.compute.profile import DeviceProfile
+from simcluster.errors import UnknownNameError
+from simcluster.program import RankClass
+
+__all__ = [
+    "Options",
+    "Schedule",
+    "BuildContext",
+    "Iteration",
+    "register",
+    "get_schedule",
+    "list_schedules",
+    "SCHEDULES",
+]
+
+
+class Options(BaseModel):
+    """Base of every schedule's options: unknown keys are errors."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+@dataclass(frozen=True)
+class BuildContext:
+    """Everything a schedule needs to build one iteration.
+
+    cluster: the :class:`simcluster.topology.Cluster` (ranks 0..gpus-1 used).
+    gpus: number of ranks taking part.
+    model: the workload's layer table.
+    profile: kernel times.
+    batch: samples per rank per micro-step.
+    precision: ``fp32`` or ``amp``.
+    accumulation: micro-steps per iteration (only the last one synchronises).
+    seed: for any random choice.
+    """
+
+    cluster: Any
+    gpus: int
+    model: Any
+    profile: DeviceProfile
+    batch: int
+    precision: str
+    accumulation: int
+    seed: int
+
+    @property
+    def ranks(self) -> tuple[int, ...]:
+        return tuple(range(self.gpus))
+
+    @property
+    def ranks_per_node(self) -> int:
+        return min(self.cluster.ranks_per_node, self.gpus)
+
+    def node_groups(self) -> tuple[tuple[int, ...], ...]:
+        """Ranks of each node in use, node by node."""
+        g = self.ranks_per_node
+        return tuple(tuple(range(s, min(s + g, self.gpus))) for s in range(0, self.gpus, g))
+
+
+@dataclass(frozen=True)
+class Iteration:
+    """Programs of one iteration and how many samples it processes in total."""
+
+    classes: list[RankClass]
+    samples: int
+    label: str = "iteration"
+
+
+class Schedule(ABC):
+    """A training schedule, found by ``name`` in the registry."""
+
+    name: ClassVar[str]
+    summary: ClassVar[str]
+    Options: ClassVar[type[Options]] = Options
+
+    def __init__(self, options: Options | None = None) -> None:
+        self.options = options if options is not None else self.Options()
+
+    @abstractmethod
+    def build(self, ctx: BuildContext) -> Iteration:
+        """Programs for one iteration."""
+
+
+SCHEDULES: dict[str, type[Schedule]] = {}
+
+
+def register(cls: type[Schedule]) -> type[Schedule]:
+    """Class decorator: make a schedule findable by its ``name``."""
+    SCHEDULES[cls.name] = cls
+    return cls
+
+
+def _ensure_loaded() -> None:
+    # Importing the package registers every schedule module.
+    import simcluster.schedules  # noqa: F401
+
+
+def list_schedules() -> list[str]:
+    _ensure_loaded()
+    return sorted(SCHEDULES)
+
+
+def get_schedule(name: str) -> type[Schedule]:
+    _ensure_loaded()
+    try:
+        return SCHEDULES[name]
+    except KeyError:
+        raise UnknownNameError("schedule", name, list(SCHEDULES)) from None

@@ -1,0 +1,713 @@
+"""The Cluster: an attributed networkx graph plus the link table and routes.
+
+Link table: every undirected edge ``i`` of the cluster (node edges first, node
+by node in template order, then fabric edges) stored as ``(u, v)`` gives the
+directed links ``2*i`` (``u -> v``) and ``2*i + 1`` (``v -> u``). Bandwidths are
+bytes/s per direction, latencies seconds.
+
+Routes are hierarchical and never search the whole graph: inside a node the
+template's precomputed path is shifted by the node's link offset; between nodes
+it is rank -> its NIC (template) -> fabric path (structural, see
+:mod:`simcluster.topology.fabric`) -> NIC -> rank. Routes are cached per
+(src, dst) and are a pure function of the file and node count.
+"""
+
+from __future__ import annotations
+
+import math
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import networkx as nx
+import numpy as np
+
+import simcluster
+from simcluster.errors import ConfigError, UnknownNameError
+from simcluster.topology.fabric import FatTree
+from simcluster.topology.nodes import (
+    NodeTemplate,
+    cpu_core_node,
+    dgx1_cube_mesh_node,
+    nvlink_mesh_node,
+    nvswitch_node,
+    pcie_node,
+)
+from simcluster.topology.spec import NVLinkSpec, TopologySpec, read_spec, spec_from_dict
+from simcluster.topology.units import format_bandwidth, format_latency
+
+__all__ = [
+    "Cluster",
+    "build_cluster",
+    "load_topology",
+    "list_topologies",
+    "topologies_dir",
+]
+
+
+def topologies_dir() -> Path:
+    """``<repo>/topologies``, where the shipped topology files live."""
+    return Path(simcluster.__file__).resolve().parents[1] / "topologies"
+
+
+class Cluster:
+    """A built cluster: graph, rank placement, directed link table, routes.
+
+    Build with :func:`load_topology` or :func:`build_cluster`. ``graph``,
+    ``link_ends``, ``link_id`` and ``link_kind`` are computed on first use so
+    that very large clusters used only for routing stay cheap.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        description: str,
+        template: NodeTemplate,
+        fabric: FatTree,
+        num_nodes: int,
+        max_nodes: int,
+        assumptions: list[str] | None = None,
+        sources: list[str] | None = None,
+        file: str | None = None,
+    ) -> None:
+        self.name = name
+        self.description = description
+        self.file = file
+        self.template = template
+        self.fabric = fabric
+        self.num_nodes = int(num_nodes)
+        self.max_nodes = int(max_nodes)
+        self.assumptions = list(assumptions or [])
+        self.sources = list(sources or [])
+        self.ranks_per_node = R = template.ranks_per_node
+        self.num_ranks = self.num_nodes * R
+        self.rank_kind = template.rank_kind
+        self.nics_per_node = len(template.nics)
+        self.rank_vertex: list[str] = [
+            f"n{n}.{r}" for n in range(self.num_nodes) for r in template.ranks
+        ]
+        self.rank_node: np.ndarray = np.repeat(np.arange(self.num_nodes, dtype=np.int64), R)
+        #: NIC vertex used by each rank for inter-node traffic
+        self.rank_nic: list[str] = (
+            [f"n{n}.{template.nics[j]}" for n in range(self.num_nodes) for j in template.rank_nic]
+            if template.nics
+            else []
+        )
+
+        self._edges_per_node = E = len(template.edges)
+        self._node_edges = self.num_nodes * E
+        n_edges = self._node_edges + fabric.num_edges
+        self.num_links = 2 * n_edges
+        tbw = np.array([a["bandwidth"] for _, _, a in template.edges], dtype=np.float64)
+        tlat = np.array([a["latency"] for _, _, a in template.edges], dtype=np.float64)
+        fbw, flat = fabric.edge_arrays()
+        ebw = np.concatenate([np.tile(tbw, self.num_nodes), fbw])
+        elat = np.concatenate([np.tile(tlat, self.num_nodes), flat])
+        self.link_bandwidth: np.ndarray = np.repeat(ebw, 2)
+        self.link_latency: np.ndarray = np.repeat(elat, 2)
+        self._route_cache: dict[tuple[int, int], tuple[int, ...]] = {}
+        self._lat_cache: dict[tuple[int, int], float] = {}
+
+    # ------------------------------------------------------------ lazy tables
+    def iter_edges(self):
+        """Undirected edges ``(u, v, attrs)`` in link-table order."""
+        for n in range(self.num_nodes):
+            p = f"n{n}."
+            for u, v, a in self.template.edges:
+                yield p + u, p + v, a
+        yield from self.fabric.edges(self._endpoint_vertex)
+
+    def _endpoint_vertex(self, e: int) -> str:
+        k = self.nics_per_node
+        return f"n{e // k}.{self.template.nics[e % k]}"
+
+    @cached_property
+    def graph(self) -> nx.Graph:
+        """Vertices: kind, node, local, role; edges: bandwidth, latency, kind, links."""
+        g = nx.Graph(name=self.name)
+        for n in range(self.num_nodes):
+            p = f"n{n}."
+            g.add_nodes_from((p + vid, {**a, "node": n}) for vid, a in self.template.vertices)
+        g.add_nodes_from(self.fabric.vertices())
+        g.add_edges_from(self.iter_edges())
+        return g
+
+    @cached_property
+    def link_ends(self) -> list[tuple[str, str]]:
+        out: list[tuple[str, str]] = []
+        for u, v, _a in self.iter_edges():
+            out.append((u, v))
+            out.append((v, u))
+        return out
+
+    @cached_property
+    def link_id(self) -> dict[tuple[str, str], int]:
+        return {ends: i for i, ends in enumerate(self.link_ends)}
+
+    @cached_property
+    def link_kind(self) -> list[str]:
+        node = [a["kind"] for _, _, a in self.template.edges for _ in (0, 1)]
+        return node * self.num_nodes + [self.fabric.kind] * (2 * self.fabric.num_edges)
+
+    # ---------------------------------------------------------------- routing
+    def _check_rank(self, r: int, what: str) -> None:
+        if not 0 <= r < self.num_ranks:
+            raise IndexError(f"{what} rank {r} out of range 0..{self.num_ranks - 1}")
+
+    def route(self, src: int, dst: int) -> tuple[int, ...]:
+        """Directed link ids from rank ``src`` to rank ``dst``; ``()`` when equal."""
+        key = (src, dst)
+        r = self._route_cache.get(key)
+        if r is not None:
+            return r
+        src, dst = int(src), int(dst)
+        self._check_rank(src, "source")
+        self._check_rank(dst, "destination")
+        R = self.ranks_per_node
+        ns, ls = divmod(src, R)
+        nd, ld = divmod(dst, R)
+        t = self.template
+        E2 = 2 * self._edges_per_node
+        if src == dst:
+            r = ()
+        elif ns == nd:
+            off = ns * E2
+            r = tuple(x + off for x in t.pair_path[ls][ld])
+        else:
+            k = self.nics_per_node
+            offs, offd = ns * E2, nd * E2
+            a = ns * k + t.rank_nic[ls]
+            b = nd * k + t.rank_nic[ld]
+            r = (
+                tuple(x + offs for x in t.rank_to_nic[ls])
+                + self.fabric.path(a, b, src, dst)
+                + tuple(x + offd for x in t.nic_to_rank[ld])
+            )
+        self._route_cache[key] = r
+        return r
+
+    def path_latency(self, src: int, dst: int) -> float:
+        """Sum of link latencies along :meth:`route`, seconds."""
+        key = (src, dst)
+        v = self._lat_cache.get(key)
+        if v is None:
+            lat = self.link_latency
+            v = float(sum(lat[i] for i in self.route(src, dst)))
+            self._lat_cache[key] = v
+        return v
+
+    def route_vertices(self, src: int, dst: int) -> list[str]:
+        """Vertex ids along the route (for reading and tests)."""
+        links = self.route(src, dst)
+        if not links:
+            return [self.rank_vertex[src]]
+        ends = self.link_ends
+        return [ends[links[0]][0]] + [ends[i][1] for i in links]
+
+    def node_ranks(self, node: int) -> list[int]:
+        """Ranks hosted on ``node``."""
+        if not 0 <= node < self.num_nodes:
+            raise IndexError(f"node {node} out of range 0..{self.num_nodes - 1}")
+        R = self.ranks_per_node
+        return list(range(node * R, (node + 1) * R))
+
+    def is_intra_node(self, src: int, dst: int) -> bool:
+        R = self.ranks_per_node
+        return src // R == dst // R
+
+    # ---------------------------------------------------------------- summary
+    def summary(self) -> dict[str, Any]:
+        """Counts and capacities; bandwidths bytes/s per direction, latencies s."""
+        vert: dict[str, int] = {}
+        for _vid, a in self.template.vertices:
+            vert[a["kind"]] = vert.get(a["kind"], 0) + self.num_nodes
+        for _vid, a in self.fabric.vertices():
+            vert[a["kind"]] = vert.get(a["kind"], 0) + 1
+        links: dict[str, dict[str, Any]] = {}
+
+        def add(kind: str, bw: float, lat: float, count: int, nlinks: int) -> None:
+            d = links.setdefault(
+                kind, {"count": 0, "physical_links": 0, "bandwidths": set(), "latencies": set()}
+            )
+            d["count"] += count
+            d["physical_links"] += count * nlinks
+            d["bandwidths"].add(float(bw))
+            d["latencies"].add(float(lat))
+
+        for _u, _v, a in self.template.edges:
+            add(a["kind"], a["bandwidth"], a["latency"], self.num_nodes, a["links"])
+        f = self.fabric
+        fbw, flat = f.edge_arrays()
+        if f.num_edges:
+            pairs, counts = np.unique(np.stack([fbw, flat], axis=1), axis=0, return_counts=True)
+            for (bw, lat), cnt in zip(pairs, counts, strict=True):
+                add(f.kind, bw, lat, int(cnt), 1)
+        for d in links.values():
+            d["bandwidths"] = sorted(d["bandwidths"])
+            d["latencies"] = sorted(d["latencies"])
+        t = self.template
+        intra = [
+            (a, b) for a in range(self.ranks_per_node) for b in range(self.ranks_per_node) if a != b
+        ]
+        node_facts: dict[str, Any] = {
+            "template": t.name,
+            "rank_kind": t.rank_kind,
+            "ranks_per_node": self.ranks_per_node,
+            "nics_per_node": self.nics_per_node,
+            "rank_nic": list(t.rank_nic),
+            "injection_bandwidth": self.nics_per_node * f.nic_bandwidth,
+        }
+        if intra:
+            hops = [len(t.pair_path[a][b]) for a, b in intra]
+            node_facts["intra_node_hops"] = [min(hops), max(hops)]
+        out: dict[str, Any] = {
+            "name": self.name,
+            "description": self.description,
+            "file": self.file,
+            "num_nodes": self.num_nodes,
+            "max_nodes": self.max_nodes,
+            "ranks_per_node": self.ranks_per_node,
+            "num_ranks": self.num_ranks,
+            "num_vertices": sum(vert.values()),
+            "num_links": self.num_links,
+            "vertices": dict(sorted(vert.items())),
+            "links": dict(sorted(links.items())),
+            "node": node_facts,
+            "fabric": f.info(),
+            "assumptions": list(self.assumptions),
+            "sources": list(self.sources),
+        }
+        if self.num_nodes > 1:
+            out["inter_node_latency"] = self.path_latency(0, self.ranks_per_node)
+        return out
+
+    def __repr__(self) -> str:
+        return (
+            f"Cluster({self.name!r}, nodes={self.num_nodes}, ranks={self.num_ranks}, "
+            f"links={self.num_links})"
+        )
+
+
+# --------------------------------------------------------------------- building
+
+
+def _defaults_used(model: Any, path: str, fields: list[str], out: list[str]) -> None:
+    """Note every dotted field that the file left at its built-in default."""
+    for dotted in fields:
+        cur = model
+        defaulted = False
+        for part in dotted.split("."):
+            if cur is None:
+                break
+            if part not in cur.model_fields_set:
+                defaulted = True
+            cur = getattr(cur, part)
+        if defaulted and cur is not None:
+            name = dotted.rsplit(".", 1)[-1]
+            val = format_latency(cur) if "latency" in name else format_bandwidth(cur)
+            out.append(f"{path}.{dotted} = {val} is a built-in default (assumption)")
+
+
+def _template_from_spec(spec: TopologySpec, file: str | None, notes: list[str]) -> NodeTemplate:
+    node = spec.node
+    tpl = node.template
+    gpus = node.gpus
+
+    def err(path: str, value: Any, problem: str, allowed: Any = None) -> ConfigError:
+        return ConfigError(file, path, value, problem, allowed)
+
+    uses = {
+        "nvlink_full": {"nvlink"},
+        "dgx1_cube_mesh": {"nvlink"},
+        "nvlink_mesh": {"nvlink"},
+        "nvswitch": {"nvswitch"},
+        "pcie": set(),
+        "single_gpu": set(),
+        "cpu_cores": {"cores"},
+    }[tpl]
+    for section in ("nvlink", "nvswitch", "cores"):
+        if getattr(node, section) is not None and section not in uses:
+            raise err(
+                f"node.{section}",
+                section,
+                f"section not used by template {tpl!r}",
+                f"sections for {tpl}: "
+                + (", ".join(sorted(uses)) or "none of nvlink/nvswitch/cores"),
+            )
+    if tpl == "cpu_cores":
+        if gpus is not None:
+            raise err("node.gpus", gpus, "template 'cpu_cores' has no GPUs; leave gpus out")
+        if node.cores is None:
+            raise err(
+                "node.cores",
+                None,
+                "template 'cpu_cores' needs a cores section",
+                "cores: {per_socket: N, memory: {bandwidth, latency}}",
+            )
+        n_ranks = node.host.sockets * node.cores.per_socket
+    elif tpl == "dgx1_cube_mesh":
+        if gpus not in (None, 8):
+            raise err("node.gpus", gpus, "the DGX-1 cube-mesh has exactly 8 GPUs", "8")
+        n_ranks = gpus = 8
+    elif tpl == "single_gpu":
+        if gpus not in (None, 1):
+            raise err("node.gpus", gpus, "template 'single_gpu' has one GPU", "1")
+        n_ranks = gpus = 1
+    else:
+        if gpus is None:
+            raise err(
+                "node.gpus",
+                None,
+                f"template {tpl!r} needs the number of GPUs per node",
+                "an integer >= 1",
+            )
+        n_ranks = gpus
+
+    host, nics = node.host, node.nics
+    slots = host.pcie_switches or host.sockets
+    slot_word = "PCIe switch" if host.pcie_switches else "socket"
+    if host.gpu_attach is not None:
+        if tpl == "cpu_cores":
+            raise err("node.host.gpu_attach", host.gpu_attach, "no GPUs in template 'cpu_cores'")
+        if len(host.gpu_attach) != gpus:
+            raise err("node.host.gpu_attach", host.gpu_attach, f"needs one entry per GPU ({gpus})")
+        for i, s in enumerate(host.gpu_attach):
+            if not 0 <= s < slots:
+                raise err(
+                    f"node.host.gpu_attach[{i}]", s, f"no such {slot_word}", f"0..{slots - 1}"
+                )
+    if host.nic_attach is not None:
+        if len(host.nic_attach) != nics.count:
+            raise err(
+                "node.host.nic_attach", host.nic_attach, f"needs one entry per NIC ({nics.count})"
+            )
+        for i, s in enumerate(host.nic_attach):
+            if not 0 <= s < slots:
+                raise err(
+                    f"node.host.nic_attach[{i}]", s, f"no such {slot_word}", f"0..{slots - 1}"
+                )
+    if nics.affinity is not None:
+        if len(nics.affinity) != n_ranks:
+            raise err(
+                "node.nics.affinity",
+                nics.affinity,
+                f"needs one NIC index per rank of a node ({n_ranks})",
+            )
+        for i, j in enumerate(nics.affinity):
+            if not 0 <= j < nics.count:
+                raise err(
+                    f"node.nics.affinity[{i}]",
+                    j,
+                    "no such NIC",
+                    f"0..{nics.count - 1}" if nics.count else "no NICs defined",
+                )
+    if nics.count == 0 and spec.max_nodes > 1:
+        raise err(
+            "node.nics.count",
+            0,
+            "a multi-node topology needs at least one NIC per node",
+            "an integer >= 1",
+        )
+
+    # which physical numbers came from built-in defaults
+    host_fields = ["pcie.bandwidth", "pcie.latency"]
+    if host.pcie_switches and host.pcie_uplink is not None:
+        host_fields += ["pcie_uplink.bandwidth", "pcie_uplink.latency"]
+    if host.sockets > 1:
+        host_fields += ["inter_socket.bandwidth", "inter_socket.latency"]
+    _defaults_used(node, "node", ["host." + f for f in host_fields], notes)
+    if nics.count:
+        _defaults_used(node, "node", ["nics.bandwidth", "nics.latency"], notes)
+
+    if tpl in ("nvlink_full", "dgx1_cube_mesh", "nvlink_mesh"):
+        nv = node.nvlink or NVLinkSpec()
+        _defaults_used(node, "node", ["nvlink.link_bandwidth", "nvlink.latency"], notes)
+        if tpl == "nvlink_full":
+            if nv.pairs is not None:
+                raise err(
+                    "node.nvlink.pairs",
+                    nv.pairs,
+                    "pairs are only for template 'nvlink_mesh'; nvlink_full links every pair",
+                )
+            pairs = [(a, b, nv.links_per_pair) for a in range(gpus) for b in range(a + 1, gpus)]
+            t = nvlink_mesh_node(
+                gpus, pairs, nv.link_bandwidth, nv.latency, host, nics, "nvlink_full"
+            )
+        elif tpl == "dgx1_cube_mesh":
+            if nv.pairs is not None:
+                raise err(
+                    "node.nvlink.pairs",
+                    nv.pairs,
+                    "the cube-mesh layout is fixed; use template 'nvlink_mesh' for your own pairs",
+                )
+            t = dgx1_cube_mesh_node(nv.link_bandwidth, nv.latency, host, nics)
+        else:
+            if not nv.pairs:
+                raise err(
+                    "node.nvlink.pairs",
+                    nv.pairs,
+                    "template 'nvlink_mesh' needs the linked GPU pairs",
+                    "a list of [gpu_a, gpu_b, links]",
+                )
+            seen = set()
+            for i, (a, b, k) in enumerate(nv.pairs):
+                p = f"node.nvlink.pairs[{i}]"
+                if not (0 <= a < gpus and 0 <= b < gpus) or a == b:
+                    raise err(
+                        p, [a, b, k], "GPU indices must be two different GPUs", f"0..{gpus - 1}"
+                    )
+                if k < 1:
+                    raise err(p, [a, b, k], "links must be at least 1")
+                if frozenset((a, b)) in seen:
+                    raise err(p, [a, b, k], "pair listed twice; give the total links once")
+                seen.add(frozenset((a, b)))
+            t = nvlink_mesh_node(gpus, nv.pairs, nv.link_bandwidth, nv.latency, host, nics)
+    elif tpl == "nvswitch":
+        sw = node.nvswitch
+        if sw is None:
+            raise err(
+                "node.nvswitch",
+                None,
+                "template 'nvswitch' needs an nvswitch section",
+                "nvswitch: {bandwidth: per-GPU rate} or {links_per_gpu, link_bandwidth}",
+            )
+        if sw.bandwidth is not None:
+            bw = sw.bandwidth
+            links = sw.links_per_gpu or 1
+            if sw.link_bandwidth is not None and sw.links_per_gpu is not None:
+                want = sw.link_bandwidth * sw.links_per_gpu
+                if not math.isclose(want, bw, rel_tol=1e-6):
+                    raise err(
+                        "node.nvswitch.bandwidth",
+                        bw,
+                        f"disagrees with links_per_gpu x link_bandwidth = {format_bandwidth(want)}",
+                    )
+        elif sw.links_per_gpu is not None and sw.link_bandwidth is not None:
+            bw = sw.links_per_gpu * sw.link_bandwidth
+            links = sw.links_per_gpu
+        else:
+            raise err(
+                "node.nvswitch.bandwidth",
+                None,
+                "give the per-GPU bandwidth, or links_per_gpu and link_bandwidth",
+                "e.g. bandwidth: 300 GB/s",
+            )
+        _defaults_used(node, "node", ["nvswitch.latency"], notes)
+        t = nvswitch_node(gpus, bw, sw.latency, links, host, nics)
+    elif tpl == "cpu_cores":
+        _defaults_used(node, "node", ["cores.memory.bandwidth", "cores.memory.latency"], notes)
+        t = cpu_core_node(node.cores.per_socket, node.cores.memory, host, nics)
+    else:
+        t = pcie_node(gpus, host, nics)
+    return t
+
+
+def _fabric_from_spec(
+    spec: TopologySpec,
+    num_nodes: int,
+    base: int,
+    nics_per_node: int,
+    file: str | None,
+    notes: list[str],
+) -> FatTree:
+    fab = spec.fabric
+    nics = spec.node.nics
+    M = num_nodes * nics_per_node
+    common = dict(
+        num_endpoints=M,
+        nics_per_node=max(nics_per_node, 1),
+        nic_bandwidth=nics.bandwidth,
+        nic_latency=nics.latency,
+        kind=fab.kind,
+        routing=fab.routing,
+        base=base,
+        switch_latency=fab.switch_latency,
+    )
+    if fab.type == "single_switch":
+        for key in ("nodes_per_leaf", "radix", "spines", "leaves_per_pod", "cores_per_group"):
+            if getattr(fab, key) is not None:
+                raise ConfigError(
+                    file,
+                    f"fabric.{key}",
+                    getattr(fab, key),
+                    "not used by fabric type 'single_switch'",
+                    "type: fat_tree to use it",
+                )
+        return FatTree(nodes_per_leaf=max(num_nodes, 1), levels=1, **common)
+    _defaults_used(spec, "", ["fabric.switch_latency"], notes)
+    ratio = fab.oversubscription
+    per_leaf_ports = 1 if (fab.rail_aligned and nics_per_node > 1) else nics_per_node
+    npl = fab.nodes_per_leaf
+    if npl is None:
+        if fab.radix is None:
+            raise ConfigError(
+                file,
+                "fabric.nodes_per_leaf",
+                None,
+                "a fat_tree needs nodes_per_leaf or radix",
+                "an integer >= 1",
+            )
+        down = int(fab.radix * ratio / (1.0 + ratio))
+        npl = down // per_leaf_ports
+        if npl < 1:
+            raise ConfigError(
+                file,
+                "fabric.radix",
+                fab.radix,
+                f"too few ports: {down} down ports cannot hold one node's {per_leaf_ports} NIC(s)",
+            )
+    elif fab.radix is not None:
+        up = math.ceil(npl * per_leaf_ports / ratio)
+        if npl * per_leaf_ports + up > fab.radix:
+            raise ConfigError(
+                file,
+                "fabric.nodes_per_leaf",
+                npl,
+                f"needs {npl * per_leaf_ports} down + {up} up ports, more than radix {fab.radix}",
+                f"at most {int(fab.radix * ratio / (1 + ratio)) // per_leaf_ports}",
+            )
+    if fab.levels == 2:
+        if fab.leaves_per_pod is not None or fab.cores_per_group is not None:
+            key = "leaves_per_pod" if fab.leaves_per_pod is not None else "cores_per_group"
+            raise ConfigError(
+                file,
+                f"fabric.{key}",
+                getattr(fab, key),
+                "only used by a three-level fat-tree",
+                "levels: 3 to use it",
+            )
+        tree = FatTree(
+            nodes_per_leaf=npl,
+            levels=2,
+            oversubscription=ratio,
+            spines=fab.spines,
+            rail_aligned=fab.rail_aligned,
+            **common,
+        )
+        if fab.radix is not None and tree.L > fab.radix:
+            raise ConfigError(
+                file,
+                "num_nodes",
+                num_nodes,
+                f"{tree.L} leaves need spines with {tree.L} ports, more than "
+                f"radix {fab.radix}; use fabric.levels: 3 or fewer nodes",
+            )
+        return tree
+    lpp = fab.leaves_per_pod
+    if lpp is None:
+        if fab.radix is None:
+            raise ConfigError(
+                file,
+                "fabric.leaves_per_pod",
+                None,
+                "a three-level fat_tree needs leaves_per_pod (or radix)",
+                "an integer >= 1",
+            )
+        lpp = max(1, fab.radix // 2)
+    tree = FatTree(
+        nodes_per_leaf=npl,
+        levels=3,
+        oversubscription=ratio,
+        spines=fab.spines,
+        leaves_per_pod=lpp,
+        cores_per_group=fab.cores_per_group,
+        core_oversubscription=fab.core_oversubscription,
+        rail_aligned=fab.rail_aligned,
+        **common,
+    )
+    if fab.radix is not None and tree.P > fab.radix:
+        raise ConfigError(
+            file,
+            "num_nodes",
+            num_nodes,
+            f"{tree.P} pods need core switches with {tree.P} ports, more than radix {fab.radix}",
+        )
+    return tree
+
+
+def build_cluster(
+    spec: TopologySpec | dict, num_nodes: int | None = None, file: str | None = None
+) -> Cluster:
+    """Build a :class:`Cluster` from a validated spec (or a plain dict)."""
+    if not isinstance(spec, TopologySpec):
+        spec = spec_from_dict(spec, file)
+    if spec.default_nodes is not None and spec.default_nodes > spec.max_nodes:
+        raise ConfigError(
+            file,
+            "default_nodes",
+            spec.default_nodes,
+            f"larger than max_nodes = {spec.max_nodes}",
+            f"1..{spec.max_nodes}",
+        )
+    if num_nodes is None:
+        num_nodes = spec.default_nodes or spec.max_nodes
+    if isinstance(num_nodes, bool) or not isinstance(num_nodes, (int, np.integer)):
+        raise ConfigError(
+            file, "num_nodes", num_nodes, "must be an integer", f"1..{spec.max_nodes}"
+        )
+    if num_nodes < 1 or num_nodes > spec.max_nodes:
+        raise ConfigError(
+            file,
+            "num_nodes",
+            int(num_nodes),
+            f"out of range for this topology (max_nodes = {spec.max_nodes})",
+            f"1..{spec.max_nodes}",
+        )
+    notes: list[str] = []
+    template = _template_from_spec(spec, file, notes)
+    base = int(num_nodes) * len(template.edges)
+    fabric = _fabric_from_spec(spec, int(num_nodes), base, len(template.nics), file, notes)
+    name = spec.name or (Path(file).stem if file else "cluster")
+    return Cluster(
+        name=name,
+        description=spec.description,
+        template=template,
+        fabric=fabric,
+        num_nodes=int(num_nodes),
+        max_nodes=spec.max_nodes,
+        assumptions=list(spec.assumptions) + notes,
+        sources=list(spec.sources),
+        file=file,
+    )
+
+
+def list_topologies() -> list[str]:
+    """Names of the shipped topology files (``topologies/<name>.yaml``)."""
+    d = topologies_dir()
+    if not d.is_dir():
+        return []
+    return sorted(p.stem for p in d.glob("*.yaml"))
+
+
+def _resolve(name_or_path: str) -> Path:
+    s = str(name_or_path)
+    p = Path(s)
+    looks_like_path = s.endswith((".yaml", ".yml")) or "/" in s or "\\" in s
+    if looks_like_path:
+        if p.exists():
+            return p
+        shipped = topologies_dir() / p.name
+        if p.parent == Path(".") and shipped.exists():
+            return shipped
+        raise ConfigError(
+            s,
+            "<root>",
+            s,
+            "topology file not found",
+            "a shipped name (" + ", ".join(list_topologies()) + ") or a .yaml path",
+        )
+    shipped = topologies_dir() / f"{s}.yaml"
+    if shipped.exists():
+        return shipped
+    raise UnknownNameError("topology", s, list_topologies())
+
+
+def load_topology(name_or_path: str, num_nodes: int | None = None) -> Cluster:
+    """Load a shipped topology by name (``"puhti"``) or any ``.yaml`` path.
+
+    ``num_nodes`` defaults to the file's ``default_nodes`` or else ``max_nodes``;
+    outside ``1..max_nodes`` it is a :class:`~simcluster.errors.ConfigError`.
+    """
+    path = _resolve(name_or_path)
+    spec = read_spec(path)
+    return build_cluster(spec, num_nodes, file=str(path))

@@ -1,0 +1,409 @@
+"""Node templates: the inside of one host.
+
+Every node of a cluster is a copy of one :class:`NodeTemplate`. A template holds
+its vertices and links (local ids such as ``"gpu1"``, ``"pcie0"``, ``"nic1"``;
+the cluster prefixes them with ``"n<node>."``), the vertices that are ranks, and
+the paths between ranks and from each rank to its NIC, computed once here and
+reused for every node.
+
+Units everywhere: bandwidth in bytes/s **per direction** (links are full
+duplex), latency in seconds.
+
+Vertex attributes: ``kind`` (gpu, cpu, nic, switch, pcie), ``local`` (index
+among vertices of that role in the host) and ``role`` (rank, socket,
+pcie_switch, nic, nvswitch). Link attributes: ``bandwidth``, ``latency``,
+``kind`` (nvlink, nvswitch, pcie, qpi, memory) and ``links`` (physical lanes or
+links bundled into the edge, e.g. 2 NVLinks).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import networkx as nx
+
+from simcluster.topology.spec import HostSpec, LinkSpec, NICSpec
+
+__all__ = [
+    "NodeTemplate",
+    "DGX1_V100_NVLINK_PAIRS",
+    "nvlink_full_node",
+    "dgx1_cube_mesh_node",
+    "nvlink_mesh_node",
+    "nvswitch_node",
+    "pcie_node",
+    "single_gpu_node",
+    "cpu_core_node",
+]
+
+#: DGX-1 (V100) hybrid cube-mesh: (gpu_a, gpu_b, NVLink links). Two fully
+#: connected quads (0-3, 4-7) plus cross links i <-> i+4; every GPU uses its 6
+#: NVLink2 links. Source: NVIDIA DGX-1 System Architecture white paper
+#: (WP-08437-001) and the NCCL topology dump of a DGX-1V in NVIDIA/nccl#671.
+DGX1_V100_NVLINK_PAIRS: tuple[tuple[int, int, int], ...] = (
+    (0, 1, 1),
+    (0, 2, 1),
+    (0, 3, 2),
+    (0, 4, 2),
+    (1, 2, 2),
+    (1, 3, 1),
+    (1, 5, 2),
+    (2, 3, 2),
+    (2, 6, 1),
+    (3, 7, 1),
+    (4, 5, 1),
+    (4, 6, 1),
+    (4, 7, 2),
+    (5, 6, 2),
+    (5, 7, 1),
+    (6, 7, 2),
+)
+
+
+@dataclass
+class NodeTemplate:
+    """One host: vertices, links, ranks, NICs and the precomputed local paths.
+
+    ``pair_path[a][b]`` and ``rank_to_nic[a]`` / ``nic_to_rank[a]`` hold *local
+    directed link ids*: template edge ``i`` (in ``edges`` order, ``u -> v`` as
+    stored) is ``2*i`` forward and ``2*i + 1`` backward.
+    """
+
+    name: str
+    vertices: list[tuple[str, dict]] = field(default_factory=list)
+    edges: list[tuple[str, str, dict]] = field(default_factory=list)
+    ranks: list[str] = field(default_factory=list)
+    nics: list[str] = field(default_factory=list)
+    rank_kind: str = "gpu"
+    rank_nic: list[int] = field(default_factory=list)
+    pair_path: list[list[tuple[int, ...]]] = field(default_factory=list)
+    rank_to_nic: list[tuple[int, ...]] = field(default_factory=list)
+    nic_to_rank: list[tuple[int, ...]] = field(default_factory=list)
+
+    # ----------------------------------------------------------------- building
+    def add_vertex(self, vid: str, kind: str, local: int, role: str) -> str:
+        self.vertices.append((vid, {"kind": kind, "local": local, "role": role}))
+        return vid
+
+    def add_link(
+        self, u: str, v: str, bandwidth: float, latency: float, kind: str, links: int = 1
+    ) -> None:
+        self.edges.append(
+            (
+                u,
+                v,
+                {
+                    "bandwidth": float(bandwidth),
+                    "latency": float(latency),
+                    "kind": kind,
+                    "links": int(links),
+                },
+            )
+        )
+
+    def graph(self) -> nx.Graph:
+        """The template as a small networkx graph with local vertex ids."""
+        g = nx.Graph(name=self.name)
+        g.add_nodes_from(self.vertices)
+        g.add_edges_from(self.edges)
+        return g
+
+    @property
+    def ranks_per_node(self) -> int:
+        return len(self.ranks)
+
+    # ------------------------------------------------------------------ routing
+    def compute_paths(self, affinity: Sequence[int] | None = None) -> None:
+        """Fill ``pair_path``, ``rank_nic``, ``rank_to_nic``, ``nic_to_rank``.
+
+        Paths minimise hop count, ties broken by lower total latency and then by
+        construction order. Ranks never forward traffic for other ranks (CUDA
+        peer copies do not hop through a third GPU), so transit vertices are
+        sockets, PCIe switches, NVSwitches and NICs. The NIC of a rank is
+        ``affinity[rank]`` when given, else the nearest NIC (ties: the NIC whose
+        index is closest to ``local * nics // ranks``).
+        """
+        index: dict[tuple[str, str], int] = {}
+        seen: set[frozenset] = set()
+        for i, (u, v, _a) in enumerate(self.edges):
+            key = frozenset((u, v))
+            if key in seen or u == v:
+                raise ValueError(f"template {self.name}: duplicate link {u}-{v}")
+            seen.add(key)
+            index[(u, v)] = 2 * i
+            index[(v, u)] = 2 * i + 1
+        total_lat = sum(a["latency"] for _, _, a in self.edges) or 1.0
+        scale = 0.5 / total_lat
+
+        g = self.graph()
+        for _u, _v, a in g.edges(data=True):
+            a["w"] = 1.0 + a["latency"] * scale
+        rank_set = set(self.ranks)
+        transit = g.subgraph([n for n in g.nodes if n not in rank_set])
+        dist: dict[str, dict[str, float]] = {}
+        paths: dict[str, dict[str, list[str]]] = {}
+        for src, (d, p) in nx.all_pairs_dijkstra(transit, weight="w"):
+            dist[src], paths[src] = d, p
+
+        def nbrs(r: str) -> list[tuple[str, float]]:
+            return [(u, g[r][u]["w"]) for u in g.adj[r] if u not in rank_set]
+
+        def best(a: str, b: str) -> list[str] | None:
+            cand: tuple[float, list[str]] | None = None
+            if g.has_edge(a, b):
+                cand = (g[a][b]["w"], [a, b])
+            for u, wa in nbrs(a):
+                du = dist[u]
+                for v, wb in nbrs(b) if b in rank_set else [(b, 0.0)]:
+                    if v not in du:
+                        continue
+                    c = wa + du[v] + wb
+                    if cand is None or c < cand[0] - 1e-12:
+                        tail = [] if v == b else [b]
+                        cand = (c, [a] + paths[u][v] + tail)
+            return None if cand is None else cand[1]
+
+        def to_ids(vs: list[str]) -> tuple[int, ...]:
+            return tuple(index[(vs[i], vs[i + 1])] for i in range(len(vs) - 1))
+
+        R = len(self.ranks)
+        self.pair_path = []
+        for a in self.ranks:
+            row = []
+            for b in self.ranks:
+                if a == b:
+                    row.append(())
+                    continue
+                p = best(a, b)
+                if p is None:
+                    raise ValueError(f"template {self.name}: no path from {a} to {b}")
+                row.append(to_ids(p))
+            self.pair_path.append(row)
+
+        self.rank_nic, self.rank_to_nic, self.nic_to_rank = [], [], []
+        N = len(self.nics)
+        if N == 0:
+            return
+        for local, r in enumerate(self.ranks):
+            options = []
+            for nic in self.nics:
+                p = best(r, nic)
+                cost = (
+                    float("inf")
+                    if p is None
+                    else sum(g[p[i]][p[i + 1]]["w"] for i in range(len(p) - 1))
+                )
+                options.append((cost, p))
+            if affinity is not None:
+                j = affinity[local]
+            else:
+                low = min(c for c, _ in options)
+                ties = [j for j, (c, _) in enumerate(options) if c <= low + 1e-9]
+                pref = local * N // R
+                j = min(ties, key=lambda k: (abs(k - pref), k))
+            p = options[j][1]
+            if p is None:
+                raise ValueError(f"template {self.name}: no path from {r} to {self.nics[j]}")
+            self.rank_nic.append(j)
+            self.rank_to_nic.append(to_ids(p))
+            self.nic_to_rank.append(to_ids(list(reversed(p))))
+
+
+# ----------------------------------------------------------------------- host
+
+
+def _spread(i: int, n_items: int, n_slots: int) -> int:
+    return i * n_slots // n_items
+
+
+def _add_host(
+    t: NodeTemplate,
+    host: HostSpec,
+    nics: NICSpec,
+    devices: Sequence[str],
+    socket_prefix: str = "cpu",
+    device_attach: Sequence[int] | None = None,
+) -> list[str]:
+    """Sockets, PCIe switches and NICs; attach ``devices`` (GPUs) to PCIe.
+
+    Sockets are linked pairwise (kind qpi, ``host.inter_socket``). PCIe switch
+    ``p`` hangs off socket ``p * sockets // switches`` (``host.pcie_uplink``,
+    default ``host.pcie``). Device ``i`` and NIC ``j`` attach with a
+    ``host.pcie`` link to the switch (or, with no switches, the socket) given by
+    ``gpu_attach`` / ``nic_attach`` or spread evenly in index order.
+    Returns the socket vertex ids.
+    """
+    S, P = host.sockets, host.pcie_switches
+    sockets = [t.add_vertex(f"{socket_prefix}{s}", "cpu", s, "socket") for s in range(S)]
+    for a in range(S):
+        for b in range(a + 1, S):
+            t.add_link(
+                sockets[a],
+                sockets[b],
+                host.inter_socket.bandwidth,
+                host.inter_socket.latency,
+                "qpi",
+            )
+    up: LinkSpec = host.pcie_uplink or host.pcie
+    switches = [t.add_vertex(f"pcie{p}", "pcie", p, "pcie_switch") for p in range(P)]
+    for p, sw in enumerate(switches):
+        t.add_link(sw, sockets[_spread(p, P, S)], up.bandwidth, up.latency, "pcie")
+    slots = switches or sockets
+    attach = device_attach if device_attach is not None else host.gpu_attach
+    for i, dev in enumerate(devices):
+        slot = attach[i] if attach is not None else _spread(i, len(devices), len(slots))
+        t.add_link(dev, slots[slot], host.pcie.bandwidth, host.pcie.latency, "pcie")
+    for j in range(nics.count):
+        nic = t.add_vertex(f"nic{j}", "nic", j, "nic")
+        t.nics.append(nic)
+        slot = (
+            host.nic_attach[j]
+            if host.nic_attach is not None
+            else _spread(j, nics.count, len(slots))
+        )
+        t.add_link(nic, slots[slot], host.pcie.bandwidth, host.pcie.latency, "pcie")
+    return sockets
+
+
+def _gpus(t: NodeTemplate, n: int) -> list[str]:
+    out = [t.add_vertex(f"gpu{g}", "gpu", g, "rank") for g in range(n)]
+    t.ranks.extend(out)
+    t.rank_kind = "gpu"
+    return out
+
+
+def _finish(t: NodeTemplate, nics: NICSpec) -> NodeTemplate:
+    t.compute_paths(nics.affinity)
+    return t
+
+
+# ------------------------------------------------------------------- builders
+
+
+def nvlink_mesh_node(
+    gpus: int,
+    pairs: Sequence[tuple[int, int, int]],
+    link_bandwidth: float = 25e9,
+    latency: float = 7e-7,
+    host: HostSpec | None = None,
+    nics: NICSpec | None = None,
+    name: str = "nvlink_mesh",
+) -> NodeTemplate:
+    """GPUs with NVLink between the listed pairs, plus a PCIe host.
+
+    ``pairs``: ``(a, b, links)``; the edge a-b gets ``links * link_bandwidth``
+    bytes/s per direction and attribute ``links``. ``latency`` in seconds.
+    """
+    host = host or HostSpec()
+    nics = nics or NICSpec()
+    t = NodeTemplate(name)
+    g = _gpus(t, gpus)
+    for a, b, links in pairs:
+        t.add_link(g[a], g[b], links * link_bandwidth, latency, "nvlink", links)
+    _add_host(t, host, nics, g)
+    return _finish(t, nics)
+
+
+def nvlink_full_node(
+    gpus: int,
+    link_bandwidth: float = 25e9,
+    links_per_pair: int = 1,
+    latency: float = 7e-7,
+    host: HostSpec | None = None,
+    nics: NICSpec | None = None,
+) -> NodeTemplate:
+    """Fully connected NVLink (e.g. 4 x V100 SXM2): every GPU pair linked.
+
+    Pair bandwidth = ``links_per_pair * link_bandwidth`` bytes/s per direction.
+    """
+    pairs = [(a, b, links_per_pair) for a in range(gpus) for b in range(a + 1, gpus)]
+    return nvlink_mesh_node(gpus, pairs, link_bandwidth, latency, host, nics, "nvlink_full")
+
+
+def dgx1_cube_mesh_node(
+    link_bandwidth: float = 25e9,
+    latency: float = 7e-7,
+    host: HostSpec | None = None,
+    nics: NICSpec | None = None,
+) -> NodeTemplate:
+    """DGX-1 (V100) hybrid cube-mesh of 8 GPUs, 6 NVLinks per GPU.
+
+    See :data:`DGX1_V100_NVLINK_PAIRS`; ``link_bandwidth`` bytes/s per
+    direction per NVLink (25 GB/s for NVLink2).
+    """
+    return nvlink_mesh_node(
+        8, DGX1_V100_NVLINK_PAIRS, link_bandwidth, latency, host, nics, "dgx1_cube_mesh"
+    )
+
+
+def nvswitch_node(
+    gpus: int,
+    bandwidth: float,
+    latency: float = 5e-7,
+    links_per_gpu: int = 1,
+    host: HostSpec | None = None,
+    nics: NICSpec | None = None,
+) -> NodeTemplate:
+    """GPUs on an NVSwitch system (DGX-2, DGX A100, DGX H100).
+
+    The NVSwitch chips are modelled as one non-blocking switch vertex
+    ``nvswitch0``; each GPU has one link of ``bandwidth`` bytes/s per direction
+    (e.g. 12 x 25 GB/s = 300 GB/s on A100) and ``latency`` seconds to it.
+    """
+    host = host or HostSpec()
+    nics = nics or NICSpec()
+    t = NodeTemplate("nvswitch")
+    g = _gpus(t, gpus)
+    sw = t.add_vertex("nvswitch0", "switch", 0, "nvswitch")
+    for v in g:
+        t.add_link(v, sw, bandwidth, latency, "nvswitch", links_per_gpu)
+    _add_host(t, host, nics, g)
+    return _finish(t, nics)
+
+
+def pcie_node(gpus: int, host: HostSpec | None = None, nics: NICSpec | None = None) -> NodeTemplate:
+    """GPUs that talk only over PCIe: GPU -> PCIe switch (or CPU root port) -> ... -> GPU.
+
+    Link rates come from ``host.pcie`` (GPU/NIC links), ``host.pcie_uplink``
+    (switch to socket) and ``host.inter_socket``; bytes/s per direction.
+    """
+    host = host or HostSpec()
+    nics = nics or NICSpec()
+    t = NodeTemplate("pcie" if gpus > 1 else "single_gpu")
+    g = _gpus(t, gpus)
+    _add_host(t, host, nics, g)
+    return _finish(t, nics)
+
+
+def single_gpu_node(host: HostSpec | None = None, nics: NICSpec | None = None) -> NodeTemplate:
+    """One GPU on PCIe with its host and NIC(s)."""
+    return pcie_node(1, host, nics)
+
+
+def cpu_core_node(
+    cores_per_socket: int,
+    memory: LinkSpec | None = None,
+    host: HostSpec | None = None,
+    nics: NICSpec | None = None,
+) -> NodeTemplate:
+    """CPU cores as ranks (one MPI rank per core).
+
+    Cores ``cpu<c>`` (kind cpu, role rank) link to their socket vertex
+    ``socket<s>`` (kind cpu, role socket) with a ``memory`` link: a core's share
+    of memory bandwidth, bytes/s per direction; core to core on one socket is
+    core -> socket -> core, across sockets it adds the qpi link
+    ``host.inter_socket``. NICs attach by PCIe as in GPU nodes.
+    """
+    host = host or HostSpec()
+    nics = nics or NICSpec()
+    memory = memory or LinkSpec(bandwidth=10e9, latency=1e-7)
+    t = NodeTemplate("cpu_cores")
+    t.rank_kind = "cpu"
+    n = host.sockets * cores_per_socket
+    cores = [t.add_vertex(f"cpu{c}", "cpu", c, "rank") for c in range(n)]
+    t.ranks.extend(cores)
+    sockets = _add_host(t, host, nics, [], socket_prefix="socket")
+    for c, core in enumerate(cores):
+        t.add_link(core, sockets[c // cores_per_socket], memory.bandwidth, memory.latency, "memory")
+    return _finish(t, nics)

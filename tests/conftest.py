@@ -1,0 +1,93 @@
+"""Shared fixtures: tiny hand-built clusters with known closed forms."""
+
+from __future__ import annotations
+
+import networkx as nx
+import numpy as np
+import pytest
+
+
+class RingCluster:
+    """P ranks, one per host, on a bidirectional ring of identical links.
+
+    Every directed link has ``bandwidth`` bytes/s and ``latency`` seconds;
+    a route goes clockwise when that is no longer than counter-clockwise.
+    """
+
+    def __init__(self, p: int, bandwidth: float, latency: float) -> None:
+        self.name = f"ring{p}"
+        self.num_nodes = p
+        self.ranks_per_node = 1
+        self.num_ranks = p
+        self.graph = nx.Graph()
+        for i in range(p):
+            self.graph.add_node(f"g{i}", kind="gpu", node=i, local=0)
+        self.link_ends: list[tuple[str, str]] = []
+        for i in range(p):
+            j = (i + 1) % p
+            self.graph.add_edge(
+                f"g{i}", f"g{j}", bandwidth=bandwidth, latency=latency, kind="infiniband"
+            )
+            self.link_ends += [(f"g{i}", f"g{j}"), (f"g{j}", f"g{i}")]
+        self.num_links = len(self.link_ends)
+        self.link_id = {e: k for k, e in enumerate(self.link_ends)}
+        self.link_bandwidth = np.full(self.num_links, float(bandwidth))
+        self.link_latency = np.full(self.num_links, float(latency))
+        self.link_kind = ["infiniband"] * self.num_links
+        self.rank_node = np.arange(p)
+        self.rank_vertex = [f"g{i}" for i in range(p)]
+
+    def route(self, src: int, dst: int) -> tuple[int, ...]:
+        p = self.num_ranks
+        cw = (dst - src) % p
+        step = 1 if cw <= p - cw else -1
+        links, cur = [], src
+        while cur != dst:
+            nxt = (cur + step) % p
+            links.append(self.link_id[(f"g{cur}", f"g{nxt}")])
+            cur = nxt
+        return tuple(links)
+
+    def path_latency(self, src: int, dst: int) -> float:
+        return float(sum(self.link_latency[list(self.route(src, dst))]))
+
+
+@pytest.fixture
+def ring_cluster():
+    return RingCluster
+
+
+class StarCluster(RingCluster):
+    """P ranks, one per host, each with one link to a single switch."""
+
+    def __init__(self, p: int, bandwidth: float, latency: float) -> None:
+        self.name = f"star{p}"
+        self.num_nodes = p
+        self.ranks_per_node = 1
+        self.num_ranks = p
+        self.graph = nx.Graph()
+        self.graph.add_node("sw", kind="switch", node=None, local=0)
+        self.link_ends = []
+        for i in range(p):
+            self.graph.add_node(f"g{i}", kind="gpu", node=i, local=0)
+            self.graph.add_edge(
+                f"g{i}", "sw", bandwidth=bandwidth, latency=latency, kind="infiniband"
+            )
+            self.link_ends += [(f"g{i}", "sw"), ("sw", f"g{i}")]
+        self.num_links = len(self.link_ends)
+        self.link_id = {e: k for k, e in enumerate(self.link_ends)}
+        self.link_bandwidth = np.full(self.num_links, float(bandwidth))
+        self.link_latency = np.full(self.num_links, float(latency))
+        self.link_kind = ["infiniband"] * self.num_links
+        self.rank_node = np.arange(p)
+        self.rank_vertex = [f"g{i}" for i in range(p)]
+
+    def route(self, src: int, dst: int) -> tuple[int, ...]:
+        if src == dst:
+            return ()
+        return (self.link_id[(f"g{src}", "sw")], self.link_id[("sw", f"g{dst}")])
+
+
+@pytest.fixture
+def star_cluster():
+    return StarCluster

@@ -1,0 +1,104 @@
+"""The DDP schedule and the shared forward/backward/bucket machinery."""
+
+from __future__ import annotations
+
+import pytest
+
+from simcluster.collectives import CommContext
+from simcluster.compute import load_profile
+from simcluster.engine import Engine
+from simcluster.program import ProgramError, RankClass, compute, expand
+from simcluster.schedules import BuildContext, get_schedule
+from simcluster.schedules.training import make_buckets
+from simcluster.workload import build_model
+
+MB = 1024 * 1024
+
+
+@pytest.fixture(scope="module")
+def model():
+    return build_model("resnet50", 224, 1000)
+
+
+@pytest.fixture(scope="module")
+def profile():
+    return load_profile("v100-sxm2-32gb")
+
+
+def build(cluster, gpus, model, profile, accumulation=1, **options):
+    cls = get_schedule("ddp")
+    sched = cls(cls.Options(**options))
+    ctx = BuildContext(cluster, gpus, model, profile, 32, "fp32", accumulation, 0)
+    return sched.build(ctx)
+
+
+def test_buckets_cover_every_parameter_in_backward_order(model):
+    buckets = make_buckets(model, 25 * MB, 1 * MB, 4)
+    assert sum(b.numel for b in buckets) == model.params
+    assert buckets[0].numel * 4 <= 1 * MB or len(buckets[0].layers) == 1
+    for b in buckets[1:-1]:
+        assert b.numel * 4 <= 25 * MB
+    order = [i for b in buckets for i in b.layers]
+    assert order == sorted(order, reverse=True) or len(set(order)) < len(order)
+    assert order[0] == max(i for i, layer in enumerate(model.layers) if layer.params)
+
+
+def test_single_gpu_iteration_is_pure_compute(star_cluster, model, profile):
+    cluster = star_cluster(4, 10e9, 1e-6)
+    it = build(cluster, 1, model, profile)
+    trace = Engine(CommContext(cluster)).run(it.classes)
+    expected = sum(op.duration for op in it.classes[0].ops)
+    assert trace.end_time == pytest.approx(expected, rel=1e-12)
+    assert trace.inter_node_bytes == 0
+
+
+def test_allreduce_overlaps_backward(star_cluster, model, profile):
+    cluster = star_cluster(8, 10e9, 1e-6)
+    it = build(cluster, 8, model, profile)
+    trace = Engine(CommContext(cluster)).run(it.classes)
+    compute_s = trace.busy_time("all", "compute")
+    comm_s = trace.busy_time("all", "comm")
+    assert comm_s > 0
+    assert compute_s < trace.end_time < compute_s + comm_s  # partly hidden
+    # every byte of gradient goes through the ring: 2(P-1)/P * grads per rank, 8 ranks
+    grads = model.params * 4
+    assert trace.inter_node_bytes == pytest.approx(8 * 2 * 7 / 8 * grads, rel=1e-9)
+
+
+def test_collapsed_equals_uncollapsed(star_cluster, model, profile):
+    cluster = star_cluster(16, 10e9, 1e-6)
+    it = build(cluster, 16, model, profile)
+    engine = Engine(CommContext(cluster))
+    fast = engine.run(it.classes)
+    full = engine.run(expand(it.classes))
+    assert len(full.classes) == 16
+    assert full.end_time == pytest.approx(fast.end_time, rel=1e-12)
+    assert full.inter_node_bytes == pytest.approx(fast.inter_node_bytes, rel=1e-12)
+
+
+def test_accumulation_syncs_once(star_cluster, model, profile):
+    cluster = star_cluster(4, 10e9, 1e-6)
+    one = build(cluster, 4, model, profile, accumulation=1)
+    two = build(cluster, 4, model, profile, accumulation=2)
+    n_coll = lambda it: sum(op.is_collective for op in it.classes[0].ops)  # noqa: E731
+    assert n_coll(one) == n_coll(two) > 0
+    engine = Engine(CommContext(cluster))
+    t1, t2 = engine.run(one.classes).end_time, engine.run(two.classes).end_time
+    assert two.samples == 2 * one.samples
+    assert t1 < t2 < 2 * t1
+
+
+def test_fp16_wire_halves_the_bytes(star_cluster, model, profile):
+    cluster = star_cluster(4, 10e9, 1e-6)
+    engine = Engine(CommContext(cluster))
+    b32 = engine.run(build(cluster, 4, model, profile).classes).inter_node_bytes
+    b16 = engine.run(build(cluster, 4, model, profile, gradient_dtype="fp16").classes)
+    assert b16.inter_node_bytes == pytest.approx(b32 / 2, rel=1e-6)
+
+
+def test_program_rejects_forward_dependencies():
+    prog = RankClass("x", (0,))
+    prog.add(compute("a", 1.0, "c", deps=("b",)))
+    prog.add(compute("b", 1.0, "c"))
+    with pytest.raises(ProgramError, match="later op"):
+        prog.validate()
