@@ -21,7 +21,7 @@ run: $(STAMP)
 	$(BIN)/simcluster run scenarios/puhti64.yaml
 
 test: $(STAMP)
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -q
 
 lint: $(STAMP)
 	$(BIN)/ruff check simcluster calibrate tests bench

@@ -1,6 +1,10 @@
-"""Training schedules, one module each, registered by name."""
+"""Training schedules, one module each, registered by name.
 
-from simcluster.schedules import ddp  # noqa: F401  (registers)
+Every module here except the helpers (``base``, ``training``) defines a
+schedule class decorated with :func:`register`; :func:`get_schedule` imports
+them on first use, so a new schedule is a new module and nothing else.
+"""
+
 from simcluster.schedules.base import (
     SCHEDULES,
     BuildContext,

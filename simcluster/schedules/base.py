@@ -106,9 +106,19 @@ def register(cls: type[Schedule]) -> type[Schedule]:
     return cls
 
 
+_HELPER_MODULES = {"base", "training"}
+
+
 def _ensure_loaded() -> None:
-    # Importing the package registers every schedule module.
-    import simcluster.schedules  # noqa: F401
+    """Import every schedule module of this package once (each registers itself)."""
+    import importlib
+    import pkgutil
+
+    import simcluster.schedules as pkg
+
+    for info in pkgutil.iter_modules(pkg.__path__):
+        if info.name not in _HELPER_MODULES and not info.name.startswith("_"):
+            importlib.import_module(f"simcluster.schedules.{info.name}")
 
 
 def list_schedules() -> list[str]:
