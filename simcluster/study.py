@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from simcluster.collectives import CommContext
+from simcluster.collectives import CommContext, estimate_phases
 from simcluster.compute import load_network_profile, load_profile
 from simcluster.engine import Engine, Trace
 from simcluster.program import RankClass, expand
@@ -28,11 +28,18 @@ from simcluster.scenario import (
     resolved_input_size,
     resolved_num_classes,
 )
-from simcluster.schedules import BuildContext, Iteration, get_schedule
+from simcluster.schedules import BuildContext, Iteration, RunShape, get_schedule
 from simcluster.topology import load_topology
 from simcluster.workload import build_model
 
-__all__ = ["ScenarioResult", "run_scenario", "simulate_iteration", "epoch_plan"]
+__all__ = [
+    "ScenarioResult",
+    "comm_estimator",
+    "epoch_plan",
+    "run_scenario",
+    "simulate_iteration",
+    "simulate_plan",
+]
 
 Progress = Callable[[int, int, str], None]
 
@@ -62,29 +69,66 @@ def simulate_iteration(engine: Engine, classes: list[RankClass], collapse: bool 
     return engine.run(classes if collapse else expand(classes))
 
 
-def _breakdown(trace: Trace, cls: str) -> dict[str, float]:
-    cats = trace.by_category(cls)
-    return {k: round(v, 12) for k, v in sorted(cats.items())}
+def _scaled(acc: dict[str, float], add: dict[str, float], factor: float) -> None:
+    for k, v in add.items():
+        acc[k] = acc.get(k, 0.0) + v * factor
 
 
-def _simulate(
-    schedule,
-    cluster,
-    engine: Engine,
-    gpus: int,
-    model,
-    profile,
-    sc: Scenario,
-    batch: int,
-    collapse: bool,
-) -> tuple[Iteration, Trace]:
-    """Programs and trace of one iteration with ``batch`` samples per rank and micro-step."""
-    w = sc.workload
-    bctx = BuildContext(
-        cluster, gpus, model, profile, batch, w.precision, w.grad_accumulation, sc.seed
-    )
-    it = schedule.build(bctx)
-    return it, simulate_iteration(engine, it.classes, collapse)
+def _representative(trace: Trace, it: Iteration, collapse: bool) -> str:
+    head = it.classes[0]
+    return head.name if collapse else f"{head.name}#{head.ranks[0]}"
+
+
+def simulate_plan(
+    schedule, ctx: BuildContext, engine: Engine, run: RunShape, collapse: bool = True
+) -> tuple[dict[str, Any], dict[str, Trace]]:
+    """Simulate every segment of the schedule's plan; per-step averages and traces.
+
+    Returns (metrics, traces by segment label). Metrics are means over all steps
+    of the run: seconds per step, bytes per step, plus run totals.
+    """
+    segments = schedule.plan(ctx, run)
+    total_time = 0.0
+    total_steps = 0.0
+    total_samples = 0.0
+    compute = 0.0
+    inter = 0.0
+    breakdown: dict[str, float] = {}
+    seg_records = []
+    traces: dict[str, Trace] = {}
+    for seg in segments:
+        trace = simulate_iteration(engine, seg.iteration.classes, collapse)
+        rep = _representative(trace, seg.iteration, collapse)
+        t = trace.end_time
+        total_time += seg.count * t
+        total_steps += seg.count * seg.steps
+        total_samples += seg.count * seg.iteration.samples
+        compute += seg.count * trace.busy_time(rep, "compute")
+        inter += seg.count * trace.inter_node_bytes
+        _scaled(breakdown, trace.by_category(rep), seg.count)
+        traces.setdefault(seg.label, trace)
+        seg_records.append(
+            {
+                "label": seg.label,
+                "count": seg.count,
+                "time_s": t,
+                "inter_node_bytes": trace.inter_node_bytes,
+                "breakdown_s": {k: v for k, v in sorted(trace.by_category(rep).items())},
+            }
+        )
+    steps = max(total_steps, 1e-300)
+    metrics = {
+        "iteration_time_s": total_time / steps,
+        "compute_s": compute / steps,
+        "exposed_comm_s": max(total_time - compute, 0.0) / steps,
+        "throughput_samples_per_s": total_samples / total_time if total_time > 0 else math.inf,
+        "time_to_train_s": total_time,
+        "breakdown_s": {k: v / steps for k, v in sorted(breakdown.items())},
+        "inter_node_bytes": inter / steps,
+        "inter_node_bytes_total": inter,
+        "segments": seg_records,
+    }
+    return metrics, traces
 
 
 def run_scenario(
@@ -103,6 +147,7 @@ def run_scenario(
     clusters: dict[int, Any] = {}
     total = len(sc.schedules) * len(sc.study.gpus)
     done = 0
+    largest = max(sc.study.gpus)
     for spec in sc.schedules:
         sched_cls = get_schedule(spec.name)
         schedule = sched_cls(sched_cls.Options.model_validate(spec.options))
@@ -116,39 +161,35 @@ def run_scenario(
             cluster = clusters[nodes]
             ctx = CommContext(cluster, netp.per_message_overhead_s, netp.link_efficiency)
             engine = Engine(ctx, sc.network_model)
-            args = (schedule, cluster, engine, gpus, model, profile, sc)
-            it, trace = _simulate(*args, w.batch_per_gpu, collapse)
-            if sc.study.kind == "weak":
-                dataset = base_dataset * gpus // sc.study.gpus[0]
-            else:
-                dataset = base_dataset
+            dataset = (
+                base_dataset * gpus // sc.study.gpus[0] if sc.study.kind == "weak" else base_dataset
+            )
             steps, last = epoch_plan(dataset, gpus, w.batch_per_gpu, w.grad_accumulation)
-            t_iter = trace.end_time
-            t_last = t_iter
-            if last != w.batch_per_gpu * w.grad_accumulation:
-                _, last_trace = _simulate(*args, math.ceil(last / w.grad_accumulation), collapse)
-                t_last = last_trace.end_time
-            epoch_s = (steps - 1) * t_iter + t_last
-            head = it.classes[0]
-            rep = head.name if collapse else f"{head.name}#{head.ranks[0]}"
-            compute_s = trace.busy_time(rep, "compute")
+            bctx = BuildContext(
+                cluster,
+                gpus,
+                model,
+                profile,
+                w.batch_per_gpu,
+                w.precision,
+                w.grad_accumulation,
+                sc.seed,
+                comm_estimator(engine),
+            )
+            run = RunShape(steps, math.ceil(last / w.grad_accumulation), w.epochs)
+            metrics, seg_traces = simulate_plan(schedule, bctx, engine, run, collapse)
             rec: dict[str, Any] = {
                 "schedule": spec.display,
                 "schedule_name": spec.name,
                 "gpus": gpus,
                 "nodes": nodes,
-                "iteration_time_s": t_iter,
-                "compute_s": compute_s,
-                "exposed_comm_s": max(t_iter - compute_s, 0.0),
-                "throughput_samples_per_s": it.samples / t_iter if t_iter > 0 else math.inf,
+                **{k: v for k, v in metrics.items() if k != "segments"},
                 "steps_per_epoch": steps,
-                "epoch_time_s": epoch_s,
-                "time_to_train_s": epoch_s * w.epochs,
-                "breakdown_s": _breakdown(trace, rep),
-                "inter_node_bytes": trace.inter_node_bytes,
+                "epoch_time_s": metrics["time_to_train_s"] / w.epochs,
                 "profile": profile.describe(),
                 "network_profile": netp.describe(),
                 "network_model": sc.network_model,
+                "segments": metrics["segments"],
             }
             first = first or rec
             if sc.study.kind == "weak":
@@ -158,8 +199,24 @@ def run_scenario(
             rec["speedup"] = speedup
             rec["efficiency"] = speedup * first["gpus"] / gpus
             records.append(rec)
-            traces[spec.display] = trace
+            if gpus == largest:
+                for label, trace in list(seg_traces.items())[:3]:
+                    key = (
+                        spec.display
+                        if label in ("step", "local step")
+                        else f"{spec.display}: {label}"
+                    )
+                    traces[key] = trace
             done += 1
     if progress:
         progress(done, total, "done")
     return ScenarioResult(sc, records, traces, time.perf_counter() - t0)
+
+
+def comm_estimator(engine: Engine):
+    """Seconds a collective would take alone on the engine's cluster (static max-min)."""
+
+    def estimate(call) -> float:
+        return estimate_phases(engine.ctx, engine.lowered(call)[1])
+
+    return estimate

@@ -9,7 +9,8 @@ and collective ops on groups of ranks.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict
@@ -23,6 +24,8 @@ __all__ = [
     "Schedule",
     "BuildContext",
     "Iteration",
+    "Segment",
+    "RunShape",
     "register",
     "get_schedule",
     "list_schedules",
@@ -58,6 +61,16 @@ class BuildContext:
     precision: str
     accumulation: int
     seed: int
+    #: seconds a collective would take alone on this cluster (an offline alpha-beta
+    #: estimate, as SSFusion measures); set by the study, None in bare tests
+    comm_estimate: Callable[[Any], float] | None = None
+
+    def with_batch(self, batch: int) -> BuildContext:
+        return replace(self, batch=batch)
+
+    def estimate(self, call) -> float:
+        """Seconds ``call`` would take alone (0 when no estimator is attached)."""
+        return self.comm_estimate(call) if self.comm_estimate is not None else 0.0
 
     @property
     def ranks(self) -> tuple[int, ...]:
@@ -82,6 +95,26 @@ class Iteration:
     label: str = "iteration"
 
 
+@dataclass(frozen=True)
+class Segment:
+    """A program run ``count`` times over the whole training run."""
+
+    label: str
+    iteration: Iteration
+    count: float
+    steps: float  # training steps (optimizer updates) each run stands for
+
+
+@dataclass(frozen=True)
+class RunShape:
+    """The training run a schedule plans: per epoch ``steps`` steps, the last of
+    them with ``last_batch`` samples per rank and micro-step; ``epochs`` epochs."""
+
+    steps: int
+    last_batch: int
+    epochs: float
+
+
 class Schedule(ABC):
     """A training schedule, found by ``name`` in the registry."""
 
@@ -94,7 +127,23 @@ class Schedule(ABC):
 
     @abstractmethod
     def build(self, ctx: BuildContext) -> Iteration:
-        """Programs for one iteration."""
+        """Programs for one (typical) training step."""
+
+    def plan(self, ctx: BuildContext, run: RunShape) -> list[Segment]:
+        """Every distinct program of the run and how often it runs.
+
+        The default is one program per step, plus a partial last step per epoch.
+        Schedules whose steps differ (periodic consensus, outer iterations)
+        override this.
+        """
+        full = self.build(ctx)
+        if run.last_batch == ctx.batch:
+            return [Segment("step", full, run.steps * run.epochs, 1)]
+        last = self.build(ctx.with_batch(run.last_batch))
+        return [
+            Segment("step", full, (run.steps - 1) * run.epochs, 1),
+            Segment("last step", last, run.epochs, 1),
+        ]
 
 
 SCHEDULES: dict[str, type[Schedule]] = {}
