@@ -29,6 +29,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         plot_breakdown,
         plot_scaling,
         scaling_table,
+        segment_table,
         write_chrome_trace,
         write_csv,
         write_json,
@@ -58,6 +59,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         f"{sc.workload.precision}, topology {sc.topology}, {sc.study.kind} scaling\n"
     )
     print(scaling_table(result.records))
+    segments = segment_table(result.records)
+    if segments:
+        print(segments)
     largest = max(r["gpus"] for r in result.records)
     print(
         f"results: {out}/ (results.json, results.csv, scaling.png, breakdown.png, "

@@ -19,7 +19,8 @@ from simcluster.collectives.base import CollectiveCall
 
 __all__ = ["Op", "RankClass", "ProgramError", "STREAMS", "compute", "collective", "expand"]
 
-STREAMS = ("compute", "comm", "copy", "cpu")
+#: compute kernels, collectives, device-to-host copies, host-to-device copies, CPU threads
+STREAMS = ("compute", "comm", "copy", "h2d", "cpu")
 
 
 class ProgramError(ValueError):

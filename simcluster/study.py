@@ -92,6 +92,7 @@ def simulate_plan(
     total_steps = 0.0
     total_samples = 0.0
     compute = 0.0
+    comm = 0.0
     inter = 0.0
     breakdown: dict[str, float] = {}
     seg_records = []
@@ -104,6 +105,7 @@ def simulate_plan(
         total_steps += seg.count * seg.steps
         total_samples += seg.count * seg.iteration.samples
         compute += seg.count * trace.busy_time(rep, "compute")
+        comm += seg.count * trace.busy_time(rep, "comm")
         inter += seg.count * trace.inter_node_bytes
         _scaled(breakdown, trace.by_category(rep), seg.count)
         traces.setdefault(seg.label, trace)
@@ -112,7 +114,9 @@ def simulate_plan(
                 "label": seg.label,
                 "count": seg.count,
                 "time_s": t,
+                "comm_s": trace.busy_time(rep, "comm"),
                 "inter_node_bytes": trace.inter_node_bytes,
+                "extra": seg.iteration.extra,
                 "breakdown_s": {k: v for k, v in sorted(trace.by_category(rep).items())},
             }
         )
@@ -120,6 +124,7 @@ def simulate_plan(
     metrics = {
         "iteration_time_s": total_time / steps,
         "compute_s": compute / steps,
+        "comm_s": comm / steps,
         "exposed_comm_s": max(total_time - compute, 0.0) / steps,
         "throughput_samples_per_s": total_samples / total_time if total_time > 0 else math.inf,
         "time_to_train_s": total_time,

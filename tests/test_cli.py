@@ -47,13 +47,19 @@ def test_bad_scenarios_exit_2_without_traceback(tmp_path, mutate, field):
 
 
 def test_run_json_and_files(tmp_path, capsys):
-    path = write_scenario(tmp_path, lambda d: d["study"].__setitem__("gpus", [4, 8]))
+    def small(d):
+        d["study"]["gpus"] = [4, 8]
+        d["workload"].update(model="resnet18-cifar", input_size=32)
+
+    path = write_scenario(tmp_path, small)
     out = tmp_path / "res"
     assert main(["run", str(path), "--json", "--out", str(out)]) == 0
     payload = json.loads(capsys.readouterr().out)
     assert payload["scenario"] == "puhti64"
-    recs = payload["results"]
+    recs = [r for r in payload["results"] if r["schedule"] == "ddp"]
     assert [r["gpus"] for r in recs] == [4, 8]
+    names = {r["schedule"] for r in payload["results"]}
+    assert names == {"ddp", "topk", "hsadmm", "hsadmm-flat"}
     for r in recs:
         for key in (
             "schedule",

@@ -5,7 +5,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["format_table", "scaling_table", "human_seconds", "human_bytes"]
+__all__ = [
+    "format_table",
+    "scaling_table",
+    "segment_table",
+    "human_seconds",
+    "human_bytes",
+]
 
 
 def human_seconds(s: float) -> str:
@@ -55,6 +61,7 @@ def scaling_table(records: Sequence[dict[str, Any]]) -> str:
                 r["nodes"],
                 human_seconds(r["iteration_time_s"]),
                 human_seconds(r["compute_s"]),
+                human_seconds(r["comm_s"]),
                 human_seconds(r["exposed_comm_s"]),
                 f"{r['throughput_samples_per_s']:.1f}",
                 human_seconds(r["time_to_train_s"]),
@@ -77,6 +84,7 @@ def scaling_table(records: Sequence[dict[str, Any]]) -> str:
                     "nodes",
                     "iteration",
                     "compute",
+                    "comm",
                     "exposed comm",
                     "samples/s",
                     "time to train",
@@ -89,3 +97,35 @@ def scaling_table(records: Sequence[dict[str, Any]]) -> str:
         )
         out.append("")
     return "\n".join(out).rstrip() + "\n"
+
+
+def segment_table(records: Sequence[dict[str, Any]]) -> str:
+    """Programs other than the plain step (consensus, averaging steps) at the largest size."""
+    if not records:
+        return ""
+    largest = max(r["gpus"] for r in records)
+    rows = []
+    for r in records:
+        if r["gpus"] != largest:
+            continue
+        for seg in r.get("segments", []):
+            if seg["label"] in ("step", "last step", "local step", "local last step"):
+                continue
+            parts = ", ".join(
+                f"{k} {human_seconds(v)}" for k, v in seg["breakdown_s"].items() if v > 0
+            )
+            rows.append(
+                (
+                    r["schedule"],
+                    seg["label"],
+                    f"{seg['count']:g}",
+                    human_seconds(seg["time_s"]),
+                    human_bytes(seg["inter_node_bytes"]),
+                    parts,
+                )
+            )
+    if not rows:
+        return ""
+    head = f"other programs at {largest} GPUs (per run of each; breakdown on the first rank class)"
+    table = format_table(["schedule", "program", "runs", "time", "inter-node", "breakdown"], rows)
+    return head + "\n" + table + "\n"

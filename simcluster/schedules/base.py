@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict
@@ -93,6 +93,8 @@ class Iteration:
     classes: list[RankClass]
     samples: int
     label: str = "iteration"
+    #: schedule-specific figures for the record (JSON-serialisable)
+    extra: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

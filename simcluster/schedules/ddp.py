@@ -14,10 +14,9 @@ from typing import Literal
 
 from pydantic import Field
 
-from simcluster.collectives import CollectiveCall
-from simcluster.program import RankClass, collective
+from simcluster.program import RankClass
 from simcluster.schedules.base import BuildContext, Iteration, Options, Schedule, register
-from simcluster.schedules.training import make_buckets, micro_steps, optimizer_step
+from simcluster.schedules.training import bucketed_allreduce, micro_steps, optimizer_step
 
 __all__ = ["DDP", "DDPOptions"]
 
@@ -49,12 +48,17 @@ class DDP(Schedule):
         )
         backward_done = prog.ops[-1].id
         wire = 4 if o.gradient_dtype == "fp32" else 2
-        last: list[str] = []
-        if ctx.gpus > 1:
-            buckets = make_buckets(ctx.model, o.bucket_cap_mb * MB, o.first_bucket_mb * MB, wire)
-            for b in buckets:
-                call = CollectiveCall("allreduce", (ctx.ranks,), float(b.nbytes(wire)), o.algorithm)
-                dep = ready[b.layers[-1]]
-                last = [prog.add(collective(f"allreduce.b{b.index}", call, "allreduce", (dep,))).id]
-        optimizer_step(prog, ctx.profile, ctx.model.params, ctx.precision, (backward_done, *last))
+        synced = bucketed_allreduce(
+            prog,
+            ctx.model,
+            (ctx.ranks,),
+            ready,
+            o.bucket_cap_mb * MB,
+            o.first_bucket_mb * MB,
+            wire,
+            o.algorithm,
+            "allreduce",
+        )
+        deps = (backward_done, *synced[-1:])
+        optimizer_step(prog, ctx.profile, ctx.model.params, ctx.precision, deps)
         return Iteration([prog], samples=ctx.gpus * ctx.batch * ctx.accumulation)

@@ -2,45 +2,134 @@
 
 :func:`forward_backward` appends one micro-step to a program: a forward op per
 layer in order, then per layer in reverse a backward op (input gradient plus
-weight gradient; the first layer computes no input gradient). It returns, for
-every trainable layer, the id of the op after which its gradients are ready.
+weight gradient; the first layer computes no input gradient). After each
+trainable layer's backward op it calls ``on_grad(layer_index, op_id)`` so a
+schedule can put its own ops (sparsification, a bucket's allreduce) right
+behind the gradient on the compute stream. It returns, for every trainable
+layer, the id of the op after which its gradients are ready.
 
-:func:`make_buckets` groups parameter tensors into gradient buckets in
-backward order, as PyTorch DDP does (a small first bucket, then buckets up to
-the cap); :func:`bucket_ready_ops` tells which backward op completes each.
+Gradients are grouped in backward order into buckets (DDP) or fusion buffers
+(Horovod, SSFusion) by :func:`group_tensors`; :func:`bucketed_allreduce` is
+DDP's overlap of bucket allreduces with the rest of backward.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from simcluster.collectives import CollectiveCall
 from simcluster.compute.profile import DeviceProfile
-from simcluster.program import RankClass, compute
+from simcluster.program import RankClass, collective, compute
 
 __all__ = [
     "Bucket",
+    "GradTensor",
+    "grad_tensors",
+    "group_tensors",
     "forward_backward",
     "make_buckets",
-    "optimizer_step",
     "micro_steps",
+    "optimizer_step",
+    "bucketed_allreduce",
+    "tensor_backward_times",
 ]
+
+OnGrad = Callable[[int, str], None]
+
+
+@dataclass(frozen=True)
+class GradTensor:
+    """One parameter's gradient: owning layer index, element count, position."""
+
+    layer: int
+    numel: int
+    index: int  # position in backward order
 
 
 @dataclass(frozen=True)
 class Bucket:
-    """Parameter tensors whose gradients are reduced together.
+    """Gradient tensors reduced together, in the order they become ready.
 
-    layers: indices (into model.layers) of the layers that own the tensors, in
-        the order their gradients become ready.
+    layers: indices (into model.layers) of the layers that own the tensors.
     numel: gradient elements in the bucket.
     """
 
     index: int
-    layers: tuple[int, ...]
-    numel: int
+    tensors: tuple[GradTensor, ...]
+
+    @property
+    def layers(self) -> tuple[int, ...]:
+        return tuple(dict.fromkeys(t.layer for t in self.tensors))
+
+    @property
+    def numel(self) -> int:
+        return sum(t.numel for t in self.tensors)
 
     def nbytes(self, dtype_bytes: int) -> int:
         return self.numel * dtype_bytes
+
+
+def grad_tensors(model) -> list[GradTensor]:
+    """Every parameter tensor's gradient in the order backward produces them."""
+    out: list[GradTensor] = []
+    for i in range(len(model.layers) - 1, -1, -1):
+        for numel in reversed(model.layers[i].param_tensors):
+            out.append(GradTensor(i, numel, len(out)))
+    return out
+
+
+def group_tensors(
+    tensors: Sequence[GradTensor], cap_bytes: float, first_cap_bytes: float, dtype_bytes: int
+) -> list[Bucket]:
+    """Greedy buckets: a tensor joins the current bucket unless that passes the cap."""
+    buckets: list[Bucket] = []
+    current: list[GradTensor] = []
+    numel = 0
+    cap = first_cap_bytes
+    for t in tensors:
+        if current and (numel + t.numel) * dtype_bytes > cap:
+            buckets.append(Bucket(len(buckets), tuple(current)))
+            current, numel, cap = [], 0, cap_bytes
+        current.append(t)
+        numel += t.numel
+    if current:
+        buckets.append(Bucket(len(buckets), tuple(current)))
+    return buckets
+
+
+def make_buckets(model, cap_bytes: float, first_cap_bytes: float, dtype_bytes: int) -> list[Bucket]:
+    """PyTorch DDP's buckets: backward order, a small first bucket, then ``cap_bytes``."""
+    return group_tensors(grad_tensors(model), cap_bytes, first_cap_bytes, dtype_bytes)
+
+
+def tensor_backward_times(
+    model, profile: DeviceProfile, batch: int, precision: str
+) -> dict[int, float]:
+    """Backward seconds attributed to each gradient tensor (by its share of the layer).
+
+    Keys are :attr:`GradTensor.index`. Parameter-free layers' backward time goes
+    to the next tensor produced after them.
+    """
+    out: dict[int, float] = {}
+    pending = 0.0
+    tensors = grad_tensors(model)
+    by_layer: dict[int, list[GradTensor]] = {}
+    for t in tensors:
+        by_layer.setdefault(t.layer, []).append(t)
+    for i in range(len(model.layers) - 1, -1, -1):
+        layer = model.layers[i]
+        t = profile.layer_time(layer, batch, precision, "bwd_weight")
+        if i > 0:
+            t += profile.layer_time(layer, batch, precision, "bwd_input")
+        pending += t
+        if i in by_layer:
+            owned = by_layer[i]
+            total = sum(x.numel for x in owned)
+            for x in owned:
+                out[x.index] = pending * x.numel / total
+            pending = 0.0
+    return out
 
 
 def forward_backward(
@@ -51,6 +140,7 @@ def forward_backward(
     precision: str,
     prefix: str,
     deps: tuple[str, ...] = (),
+    on_grad: OnGrad | None = None,
 ) -> dict[int, str]:
     """Append one micro-step; returns {layer index: op id after which its grads exist}."""
     first = True
@@ -67,48 +157,59 @@ def forward_backward(
         op = prog.add(compute(f"{prefix}bwd.{i}", t, "backward"))
         if layer.params > 0:
             ready[i] = op.id
+            if on_grad is not None:
+                on_grad(i, op.id)
     return ready
-
-
-def make_buckets(model, cap_bytes: float, first_cap_bytes: float, dtype_bytes: int) -> list[Bucket]:
-    """Buckets in backward order: tensors fill a bucket until adding one would pass the cap."""
-    buckets: list[Bucket] = []
-    layers: list[int] = []
-    numel = 0
-    cap = first_cap_bytes
-    for i in range(len(model.layers) - 1, -1, -1):
-        layer = model.layers[i]
-        for tensor in reversed(layer.param_tensors):
-            if numel and (numel + tensor) * dtype_bytes > cap:
-                buckets.append(Bucket(len(buckets), tuple(layers), numel))
-                layers, numel, cap = [], 0, cap_bytes
-            if not layers or layers[-1] != i:
-                layers.append(i)
-            numel += tensor
-    if numel:
-        buckets.append(Bucket(len(buckets), tuple(layers), numel))
-    return buckets
 
 
 def optimizer_step(
     prog: RankClass, profile: DeviceProfile, num_params: int, precision: str, deps: tuple[str, ...]
 ) -> str:
     """Append the SGD-with-momentum step; returns its op id."""
-    op = prog.add(
-        compute("optimizer", profile.optimizer_time(num_params, precision), "optimizer", deps)
-    )
-    return op.id
+    t = profile.optimizer_time(num_params, precision)
+    return prog.add(compute("optimizer", t, "optimizer", deps)).id
 
 
 def micro_steps(
-    prog: RankClass, model, profile: DeviceProfile, batch: int, precision: str, accumulation: int
+    prog: RankClass,
+    model,
+    profile: DeviceProfile,
+    batch: int,
+    precision: str,
+    accumulation: int,
+    on_grad: OnGrad | None = None,
 ) -> dict[int, str]:
     """Append ``accumulation`` micro-steps; returns the gradient-ready ops of the last one.
 
-    Only the last micro-step's gradients are reduced (no sync on accumulation steps).
+    Only the last micro-step's gradients are synchronised (``on_grad`` fires
+    for it alone): no sync on accumulation steps.
     """
     ready: dict[int, str] = {}
     for k in range(accumulation):
         prefix = f"m{k}." if accumulation > 1 else ""
-        ready = forward_backward(prog, model, profile, batch, precision, prefix)
+        hook = on_grad if k == accumulation - 1 else None
+        ready = forward_backward(prog, model, profile, batch, precision, prefix, on_grad=hook)
     return ready
+
+
+def bucketed_allreduce(
+    prog: RankClass,
+    model,
+    groups: tuple[tuple[int, ...], ...],
+    ready: dict[int, str],
+    cap_bytes: float,
+    first_cap_bytes: float,
+    wire_bytes: int,
+    algorithm: str,
+    category: str,
+    prefix: str = "allreduce",
+) -> list[str]:
+    """DDP's bucket allreduces on ``groups``, each after its last gradient; op ids."""
+    if all(len(g) < 2 for g in groups):
+        return []
+    ids = []
+    for b in make_buckets(model, cap_bytes, first_cap_bytes, wire_bytes):
+        call = CollectiveCall("allreduce", groups, float(b.nbytes(wire_bytes)), algorithm)
+        dep = ready[b.layers[-1]]
+        ids.append(prog.add(collective(f"{prefix}.b{b.index}", call, category, (dep,))).id)
+    return ids

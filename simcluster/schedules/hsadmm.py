@@ -1,0 +1,294 @@
+"""H-SADMM (the PRUNEX paper, Algorithm 1 and sections 3-4) and its flat ablation.
+
+One outer iteration: every GPU runs E local epochs of SGD with the proximal
+term (no communication); then the consensus:
+
+1. every rank forms theta + u; intra-node allreduce of it (full size);
+2. the node leader (local rank 0) updates z and projects it onto the sparsity
+   set (group norms + top-k per conv layer), deriving the masks;
+3. leaders OR their structure masks with an allreduce (mask sync);
+4. leaders compress z with the global mask and allreduce the compacted
+   buffers across nodes, bucketed at ``bucket_mb``; then decompress;
+5. intra-node broadcast of z from the leader; dual updates and residual norms.
+
+The kept fraction of each conv layer's structures follows a trajectory from
+1 (masks start all ones) down to ``keep`` over ``ramp`` outer iterations.
+After ``t_freeze`` outer iterations the masks are frozen: no projection (a
+cached mask is applied) and no mask sync. ``hsadmm-flat`` (the paper's PruneX
+(AR) ablation) runs the same algorithm with one dense allreduce over every
+worker: no leaders and no shrinkage.
+
+Layers are pruned when they are convolutions with more than 3 input channels
+(the stem sees the image), which is our reading of "sparsity applied to
+convolutional layers only".
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+from pydantic import Field
+
+from simcluster.collectives import CollectiveCall
+from simcluster.program import RankClass, collective, compute
+from simcluster.schedules.base import (
+    BuildContext,
+    Iteration,
+    Options,
+    RunShape,
+    Schedule,
+    Segment,
+    register,
+)
+from simcluster.schedules.training import micro_steps, optimizer_step
+
+__all__ = [
+    "HSADMM",
+    "HSADMMFlat",
+    "HSADMMOptions",
+    "PrunedLayer",
+    "pruned_layers",
+    "kept_fraction",
+    "compacted_numel",
+]
+
+MB = 1024 * 1024
+Sparsity = Literal["filter", "channel", "kernel_shape", "combined"]
+
+
+@dataclass(frozen=True)
+class PrunedLayer:
+    """A conv layer under structured sparsity: weight shape and structure count."""
+
+    index: int
+    cout: int
+    cin: int  # input channels per group
+    kernel: int  # kh * kw
+    bias: int
+
+    @property
+    def numel(self) -> int:
+        return self.cout * self.cin * self.kernel
+
+    def structures(self, sparsity: Sparsity) -> int:
+        """Mask entries (one per filter / channel / kernel position)."""
+        return {
+            "filter": self.cout,
+            "channel": self.cin,
+            "kernel_shape": self.kernel,
+            "combined": self.cout + self.cin,
+        }[sparsity]
+
+    def kept(self, sparsity: Sparsity, fraction: float) -> int:
+        """Weight elements kept when ``fraction`` of the structures survive."""
+
+        def keep(n: int) -> int:
+            return max(1, min(n, round(n * fraction)))
+
+        if sparsity == "filter":
+            return keep(self.cout) * self.cin * self.kernel
+        if sparsity == "channel":
+            return self.cout * keep(self.cin) * self.kernel
+        if sparsity == "kernel_shape":
+            return self.cout * self.cin * keep(self.kernel)
+        return keep(self.cout) * keep(self.cin) * self.kernel
+
+
+def pruned_layers(model) -> list[PrunedLayer]:
+    """Conv layers the projection acts on (input channels > 3)."""
+    out = []
+    for i, layer in enumerate(model.layers):
+        if layer.op != "conv":
+            continue
+        s = layer.shape
+        groups = int(s.get("groups", 1))
+        cin = int(s["cin"]) // groups
+        if int(s["cin"]) <= 3:
+            continue
+        kernel = int(s["kh"]) * int(s["kw"])
+        weight = int(s["cout"]) * cin * kernel
+        out.append(PrunedLayer(i, int(s["cout"]), cin, kernel, layer.params - weight))
+    return out
+
+
+def kept_fraction(k: int, keep: float, ramp: int) -> float:
+    """Fraction of structures kept at outer iteration ``k`` (0-based)."""
+    return 1.0 - (1.0 - keep) * min(1.0, k / ramp)
+
+
+def compacted_numel(model, sparsity: Sparsity, fraction: float) -> int:
+    """Elements of the compacted consensus buffer: pruned convs shrink, the rest is dense."""
+    layers = pruned_layers(model)
+    full = sum(pl.numel for pl in layers)
+    kept = sum(pl.kept(sparsity, fraction) for pl in layers)
+    return model.params - full + kept
+
+
+class HSADMMOptions(Options):
+    keep: float = Field(0.5, gt=0, le=1, description="kept fraction of structures")
+    sparsity: Sparsity = "channel"
+    local_epochs: int = Field(5, ge=1, le=1000, description="E: local epochs per outer iteration")
+    t_freeze: int = Field(10, ge=0, description="outer iterations before masks freeze")
+    ramp: int = Field(5, ge=1, description="outer iterations for the kept fraction to reach keep")
+    bucket_mb: float = Field(32.0, gt=0, le=4096, description="inter-node bucket size, MiB")
+    intra_algorithm: str = "auto"
+    inter_algorithm: str = "auto"
+
+
+class _ADMMBase(Schedule):
+    """Local step, run plan and the pieces both variants share."""
+
+    Options = HSADMMOptions
+
+    def build(self, ctx: BuildContext) -> Iteration:
+        """One local SGD step with the proximal term: no communication."""
+        prog = RankClass("all", ctx.ranks)
+        p = ctx.profile
+        micro_steps(prog, ctx.model, p, ctx.batch, ctx.precision, ctx.accumulation)
+        prox = prog.add(
+            compute("proximal", p.elementwise_time(4 * 4 * ctx.model.params), "proximal")
+        )
+        optimizer_step(prog, p, ctx.model.params, ctx.precision, (prox.id,))
+        return Iteration([prog], samples=ctx.gpus * ctx.batch * ctx.accumulation)
+
+    def consensus(self, ctx: BuildContext, fraction: float, frozen: bool) -> Iteration:
+        raise NotImplementedError
+
+    def outer_iterations(self, epochs: float) -> int:
+        o: HSADMMOptions = self.options  # type: ignore[assignment]
+        return max(1, math.ceil(epochs / o.local_epochs))
+
+    def plan(self, ctx: BuildContext, run: RunShape) -> list[Segment]:
+        o: HSADMMOptions = self.options  # type: ignore[assignment]
+        segs = [
+            Segment(
+                "local step" if s.label == "step" else f"local {s.label}",
+                s.iteration,
+                s.count,
+                s.steps,
+            )
+            for s in super().plan(ctx, run)
+        ]
+        counts: dict[tuple[float, bool], int] = {}
+        for k in range(self.outer_iterations(run.epochs)):
+            key = (round(kept_fraction(k, o.keep, o.ramp), 12), k >= o.t_freeze)
+            counts[key] = counts.get(key, 0) + 1
+        for (fraction, frozen), count in counts.items():
+            label = f"consensus keep={fraction:.2f}" + (" frozen" if frozen else "")
+            segs.append(Segment(label, self.consensus(ctx, fraction, frozen), count, 0))
+        return segs
+
+    def _projection(self, ctx: BuildContext, fraction: float, frozen: bool) -> float:
+        """Seconds to project z (or apply the frozen masks) and derive masks."""
+        o: HSADMMOptions = self.options  # type: ignore[assignment]
+        p = ctx.profile
+        layers = pruned_layers(ctx.model)
+        if frozen:
+            return sum(p.kernel_time("mask_apply", numel=pl.numel) for pl in layers)
+        return sum(
+            p.kernel_time(
+                "projection", numel=pl.numel, groups=pl.structures(o.sparsity), kind=o.sparsity
+            )
+            for pl in layers
+        )
+
+
+@register
+class HSADMM(_ADMMBase):
+    name = "hsadmm"
+    summary = "PRUNEX H-SADMM: intra-node consensus, leaders' compacted inter-node allreduce"
+
+    def consensus(self, ctx: BuildContext, fraction: float, frozen: bool) -> Iteration:
+        o: HSADMMOptions = self.options  # type: ignore[assignment]
+        p = ctx.profile
+        n = ctx.model.params
+        nodes = ctx.node_groups()
+        leaders = tuple(g[0] for g in nodes)
+        followers = tuple(r for g in nodes for r in g[1:])
+        layers = pruned_layers(ctx.model)
+        compact = compacted_numel(ctx.model, o.sparsity, fraction)
+        lead = RankClass("leader", leaders)
+        follow = RankClass("follower", followers)
+        both = (lead, follow) if followers else (lead,)
+
+        for prog in both:
+            prog.add(compute("theta_plus_u", p.elementwise_time(3 * 4 * n), "dual"))
+        if followers:
+            call = CollectiveCall("allreduce", nodes, 4.0 * n, o.intra_algorithm)
+            for prog in both:
+                prog.add(collective("intra_allreduce", call, "intra_allreduce", ("theta_plus_u",)))
+        lead.add(compute("z_update", p.elementwise_time(3 * 4 * n), "dual"))
+        lead.add(compute("projection", self._projection(ctx, fraction, frozen), "projection"))
+        multi_node = len(leaders) > 1
+        if not frozen and multi_node:
+            mask_bytes = float(sum(pl.structures(o.sparsity) for pl in layers))
+            call = CollectiveCall("allreduce", (leaders,), mask_bytes, o.inter_algorithm)
+            lead.add(collective("mask_sync", call, "mask_sync", ("projection",)))
+            lead.add(
+                compute("mask_merge", p.kernel_time("mask_merge", numel=mask_bytes), "projection")
+            )
+        kept_conv = [pl.kept(o.sparsity, fraction) for pl in layers]
+        t_compress = sum(p.kernel_time("compress", numel=k) for k in kept_conv)
+        lead.add(compute("compress", t_compress, "compress"))
+        last = "compress"
+        if multi_node:
+            total = 4.0 * compact
+            cap = o.bucket_mb * MB
+            chunks = [cap] * int(total // cap) + ([total % cap] if total % cap else [])
+            for b, nbytes in enumerate(chunks):
+                call = CollectiveCall("allreduce", (leaders,), nbytes, o.inter_algorithm)
+                last = lead.add(
+                    collective(f"inter_allreduce.b{b}", call, "inter_allreduce", ("compress",))
+                ).id
+        t_decompress = sum(
+            p.kernel_time("decompress", numel=pl.numel, kept=k)
+            for pl, k in zip(layers, kept_conv, strict=True)
+        )
+        lead.add(compute("decompress", t_decompress, "compress", (last,)))
+        if followers:
+            call = CollectiveCall("broadcast", nodes, 4.0 * n, o.intra_algorithm)
+            lead.add(collective("broadcast_z", call, "broadcast", ("decompress",)))
+            follow.add(collective("broadcast_z", call, "broadcast"))
+        for prog in both:
+            deps = ("broadcast_z",) if followers else ("decompress",)
+            prog.add(compute("dual_update", p.elementwise_time(4 * 4 * n), "dual", deps))
+        if multi_node:
+            call = CollectiveCall("allreduce", (leaders,), 16.0, o.inter_algorithm)
+            lead.add(collective("residuals", call, "residuals", ("dual_update",)))
+        extra = {
+            "kept_fraction": fraction,
+            "frozen": frozen,
+            "compacted_bytes": 4 * compact,
+            "dense_bytes": 4 * n,
+        }
+        return Iteration(list(both), samples=0, label="consensus", extra=extra)
+
+
+@register
+class HSADMMFlat(_ADMMBase):
+    name = "hsadmm-flat"
+    summary = "PRUNEX (AR) ablation: flat dense allreduce over all workers, no shrinkage"
+
+    def consensus(self, ctx: BuildContext, fraction: float, frozen: bool) -> Iteration:
+        o: HSADMMOptions = self.options  # type: ignore[assignment]
+        p = ctx.profile
+        n = ctx.model.params
+        prog = RankClass("all", ctx.ranks)
+        prog.add(compute("theta_plus_u", p.elementwise_time(3 * 4 * n), "dual"))
+        last = "theta_plus_u"
+        if ctx.gpus > 1:
+            total = 4.0 * n
+            cap = o.bucket_mb * MB
+            chunks = [cap] * int(total // cap) + ([total % cap] if total % cap else [])
+            for b, nbytes in enumerate(chunks):
+                call = CollectiveCall("allreduce", (ctx.ranks,), nbytes, o.inter_algorithm)
+                last = prog.add(
+                    collective(f"flat_allreduce.b{b}", call, "flat_allreduce", ("theta_plus_u",))
+                ).id
+        prog.add(compute("z_update", p.elementwise_time(3 * 4 * n), "dual", (last,)))
+        prog.add(compute("projection", self._projection(ctx, fraction, frozen), "projection"))
+        prog.add(compute("dual_update", p.elementwise_time(4 * 4 * n), "dual"))
+        extra = {"kept_fraction": fraction, "frozen": frozen, "dense_bytes": 4 * n}
+        return Iteration([prog], samples=0, label="consensus", extra=extra)

@@ -1,0 +1,73 @@
+"""Top-K SGD (the PRUNEX paper's gradient-compression baseline).
+
+Per trainable layer, as soon as its gradient exists: add the error-feedback
+residual, keep the largest ``density`` fraction of entries (timed with the
+profile's ``sparsify`` kernel) and allgather values (fp32) and indices
+(int32) across all workers on the communication stream. After backward, each
+layer's received entries are scatter-added and averaged, then the optimizer
+steps. Every layer is its own allgather, every step.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from simcluster.collectives import CollectiveCall
+from simcluster.program import RankClass, collective, compute
+from simcluster.schedules.base import BuildContext, Iteration, Options, Schedule, register
+from simcluster.schedules.training import micro_steps, optimizer_step
+
+__all__ = ["TopK", "TopKOptions", "selected"]
+
+#: bytes on the wire per selected entry: fp32 value + int32 index
+ENTRY_BYTES = 8
+
+
+def selected(numel: int, density: float) -> int:
+    """Entries kept out of ``numel`` at ``density`` (at least one)."""
+    return max(1, round(numel * density))
+
+
+class TopKOptions(Options):
+    density: float = Field(0.01, gt=0, le=1, description="fraction of entries kept per layer")
+    method: Literal["exact", "dgc", "gaussian", "random", "threshold"] = "exact"
+    algorithm: Literal["auto", "ring"] = "auto"
+
+
+@register
+class TopK(Schedule):
+    name = "topk"
+    summary = "Top-K SGD: per-layer top 1% values+indices allgathered every step"
+    Options = TopKOptions
+
+    def build(self, ctx: BuildContext) -> Iteration:
+        o: TopKOptions = self.options  # type: ignore[assignment]
+        prog = RankClass("all", ctx.ranks)
+        p = ctx.profile
+        gathered: dict[int, str] = {}
+
+        def on_grad(i: int, grad_op: str) -> None:
+            numel = ctx.model.layers[i].params
+            k = selected(numel, o.density)
+            t = p.elementwise_time(3 * 4 * numel)  # residual add and store
+            t += p.kernel_time("sparsify", numel=numel, density=o.density, method=o.method)
+            sel = prog.add(compute(f"topk.{i}", t, "sparsification", (grad_op,)))
+            if ctx.gpus > 1:
+                call = CollectiveCall(
+                    "allgather", (ctx.ranks,), float(k * ENTRY_BYTES), o.algorithm
+                )
+                gathered[i] = prog.add(
+                    collective(f"allgather.{i}", call, "allgather", (sel.id,))
+                ).id
+
+        micro_steps(prog, ctx.model, p, ctx.batch, ctx.precision, ctx.accumulation, on_grad)
+        last = prog.ops[-1].id
+        for i, op in gathered.items():
+            k = selected(ctx.model.layers[i].params, o.density)
+            numel = ctx.model.layers[i].params
+            t = p.kernel_time("scatter_add", numel=ctx.gpus * k) + p.elementwise_time(8 * numel)
+            last = prog.add(compute(f"decompress.{i}", t, "decompress", (op,))).id
+        optimizer_step(prog, p, ctx.model.params, ctx.precision, (last,))
+        return Iteration([prog], samples=ctx.gpus * ctx.batch * ctx.accumulation)

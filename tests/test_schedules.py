@@ -1,0 +1,260 @@
+"""Mechanisms of the paper schedules, checked on small cases computed by hand."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from simcluster.collectives import CommContext
+from simcluster.compute import load_profile
+from simcluster.engine import Engine
+from simcluster.program import expand
+from simcluster.schedules import BuildContext, RunShape, get_schedule, list_schedules
+from simcluster.schedules.hsadmm import PrunedLayer, compacted_numel, kept_fraction, pruned_layers
+from simcluster.schedules.nodebased import averagings_per_epoch
+from simcluster.schedules.ssfusion import (
+    compensated_density,
+    interleave_split,
+    offload_selection,
+    overlap_max_selection,
+    split_bytes,
+    tensor_missing_rate,
+)
+from simcluster.study import comm_estimator
+from simcluster.topology import load_topology
+from simcluster.workload import build_model
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def profile():
+    return load_profile("v100-sxm2-32gb")
+
+
+def context(cluster, gpus, model, profile, engine=None, batch=16):
+    est = comm_estimator(engine) if engine else None
+    return BuildContext(cluster, gpus, model, profile, batch, "fp32", 1, 0, est)
+
+
+# -- H-SADMM ---------------------------------------------------------------------------
+
+
+def test_structured_kept_sizes_by_hand():
+    conv = PrunedLayer(index=0, cout=64, cin=32, kernel=9, bias=0)
+    assert conv.kept("channel", 0.5) == 64 * 16 * 9
+    assert conv.kept("filter", 0.5) == 32 * 32 * 9
+    assert conv.kept("kernel_shape", 0.5) == 64 * 32 * 4  # round(4.5) = 4 (banker's)
+    assert conv.kept("combined", 0.5) == 32 * 16 * 9
+    assert conv.kept("channel", 1.0) == conv.numel
+    assert kept_fraction(0, 0.5, 5) == 1.0
+    assert kept_fraction(5, 0.5, 5) == 0.5 == kept_fraction(50, 0.5, 5)
+
+
+def test_hsadmm_inter_node_bytes_are_the_compacted_buffer(profile):
+    model = build_model("resnet18-cifar", 32, 10)
+    cluster = load_topology("puhti", num_nodes=4)
+    engine = Engine(CommContext(cluster))
+    sched = get_schedule("hsadmm")(get_schedule("hsadmm").Options(keep=0.5, bucket_mb=8))
+    it = sched.consensus(context(cluster, 16, model, profile), 0.5, frozen=False)
+    trace = engine.run(it.classes)
+    # by hand: every pruned conv keeps half its input channels, the rest stays dense
+    convs = pruned_layers(model)
+    expected = model.params - sum(c.numel for c in convs)
+    expected += sum(c.cout * round(c.cin * 0.5) * c.kernel for c in convs)
+    assert compacted_numel(model, "channel", 0.5) == expected
+    inter = [
+        s for s in trace.spans if s.rank_class == "<network>" and s.category == "inter_allreduce"
+    ]
+    assert sum(s.bytes for s in inter) == pytest.approx(4 * expected)
+    assert all(s.bytes <= 8 * 1024 * 1024 for s in inter)  # bucketed
+    assert it.extra["compacted_bytes"] == 4 * expected
+    # intra-node phases move the full dense buffer
+    intra = [
+        s for s in trace.spans if s.rank_class == "<network>" and s.category == "intra_allreduce"
+    ]
+    assert intra[0].bytes == 4 * model.params
+
+
+def test_hsadmm_frozen_masks_skip_projection_and_mask_sync(profile):
+    model = build_model("resnet18-cifar", 32, 10)
+    cluster = load_topology("puhti", num_nodes=2)
+    sched = get_schedule("hsadmm")()
+    ctx = context(cluster, 8, model, profile)
+    live = {op.id for op in sched.consensus(ctx, 0.5, False).classes[0].ops}
+    frozen = {op.id for op in sched.consensus(ctx, 0.5, True).classes[0].ops}
+    assert "mask_sync" in live and "mask_sync" not in frozen
+
+
+def test_hsadmm_plan_counts_outer_iterations(profile):
+    model = build_model("resnet18-cifar", 32, 10)
+    cluster = load_topology("puhti", num_nodes=2)
+    o = get_schedule("hsadmm").Options(local_epochs=5, ramp=2, t_freeze=3)
+    segs = get_schedule("hsadmm")(o).plan(context(cluster, 8, model, profile), RunShape(10, 16, 20))
+    consensus = [s for s in segs if s.label.startswith("consensus")]
+    assert sum(s.count for s in consensus) == 4  # 20 epochs / 5 local epochs
+    assert [s.label for s in consensus] == [
+        "consensus keep=1.00",
+        "consensus keep=0.75",
+        "consensus keep=0.50",
+        "consensus keep=0.50 frozen",
+    ]
+
+
+def test_flat_ablation_sends_the_dense_buffer_from_every_worker(profile):
+    model = build_model("resnet18-cifar", 32, 10)
+    cluster = load_topology("puhti", num_nodes=2)
+    it = get_schedule("hsadmm-flat")().consensus(context(cluster, 8, model, profile), 0.5, False)
+    assert [c.name for c in it.classes] == ["all"]
+    trace = Engine(CommContext(cluster)).run(it.classes)
+    flat = [s for s in trace.spans if s.rank_class == "<network>"]
+    assert sum(s.bytes for s in flat) == pytest.approx(4 * model.params)
+
+
+# -- SSFusion ---------------------------------------------------------------------------
+
+
+def test_overlap_max_selection_follows_equation_2():
+    # buffer of 4 tensors (buffer order), backward 1 each, sparsification cost = size/10
+    sizes = [30, 10, 20, 40]
+    tb = [1.0, 1.0, 1.0, 1.0]
+    tgpu = [3.0, 1.0, 2.0, 4.0]
+    # all sparsified: 4 + 10 = 14. Exclude smallest first: 10 -> 13, 20 -> 11, 30 -> 8.
+    assert overlap_max_selection(tb, tgpu, sizes, 14.0) == [True] * 4
+    assert overlap_max_selection(tb, tgpu, sizes, 13.0) == [True, False, True, True]
+    assert overlap_max_selection(tb, tgpu, sizes, 12.0) == [True, False, False, True]
+    assert overlap_max_selection(tb, tgpu, sizes, 8.0) == [False, False, False, True]
+    # the largest stays sparsified even when the previous buffer is short
+    assert overlap_max_selection(tb, tgpu, sizes, 5.0) == [False, False, False, True]
+    # nothing to gain when the bare backward is longer than the previous communication
+    assert overlap_max_selection(tb, tgpu, sizes, 3.0) == [True] * 4
+
+
+def test_density_compensation_and_floor():
+    sizes = [100, 900]
+    assert compensated_density(sizes, [True, True], 0.01) == 0.01
+    # 100 dense entries exceed the 10-entry budget: the large tensor drops to the floor
+    assert compensated_density(sizes, [False, True], 0.01) == 0.001
+    # with a bigger budget the large tensor carries what the dense one does not
+    assert compensated_density([10, 990], [False, True], 0.1) == pytest.approx((100 - 10) / 990)
+
+
+def test_interleave_split_minimises_t1_plus_t2():
+    cost = [1.0, 2.0, 0.5, 3.0]
+    flags = [False, True, False, True]  # tensors 0 and 2 dense
+    sizes, kept = [50, 400, 80, 600], [0, 4, 0, 6]
+    parts = [split_bytes(sizes, kept, flags, k) for k in range(5)]
+    ar = lambda k: 1e-3 * parts[k][0]  # noqa: E731  seconds per byte, toy
+    ag = lambda k: 4e-3 * parts[k][1]  # noqa: E731
+    split, best = interleave_split(cost, ar, ag)
+    brute = min((sum(cost[:k]) + max(ar(k), sum(cost[k:])) + ag(k), k) for k in range(5))
+    assert (best, split) == pytest.approx(brute)
+    assert parts[0] == (0.0, 4 * 50 + 8 * 4 + 4 * 80 + 8 * 6)
+    assert parts[4] == (4 * 50 + 4 * 80, 8 * 4 + 8 * 6)
+
+
+def test_offload_only_where_it_finishes_inside_backward():
+    tb = [1.0, 1.0, 1.0]
+    gpu, d2h, h2d = [0.2] * 3, [0.1] * 3, [0.05] * 3
+    # CPU sparsification of tensor 0 takes 1.5: 1 + 0.1 + 1.5 + 0.05 = 2.65 <= 3
+    assert offload_selection(tb, gpu, [1.5, 1.5, 1.5], d2h, h2d, [0, 1, 2]) == [0]
+    assert offload_selection(tb, gpu, [5.0, 5.0, 5.0], d2h, h2d, [0, 1, 2]) == []
+
+
+def test_tensor_missing_rate_model():
+    # one huge-gradient tensor takes the whole budget; the small-gradient one goes missing
+    assert tensor_missing_rate([1000, 1000], [1.0, 1e-3], 0.01) == 0.5
+    assert tensor_missing_rate([1000, 1000], [1.0, 1.0], 0.01) == 0.0
+
+
+def test_ssfusion_family_runs_and_reports(profile):
+    model = build_model("resnet18-cifar", 32, 10)
+    cluster = load_topology("ssfusion-a100-pcie", num_nodes=2)
+    engine = Engine(CommContext(cluster))
+    for name in (
+        "fusion-dense",
+        "fusion-pertensor",
+        "fusion-multitensor",
+        "ssfusion",
+        "ssfusion-o",
+        "ssfusion-oi",
+    ):
+        it = get_schedule(name)().build(context(cluster, 8, model, profile, engine))
+        trace = engine.run(it.classes)
+        assert trace.end_time > 0
+        cats = {s.category for s in trace.spans}
+        assert ("allreduce" in cats) == (name in ("fusion-dense",) or "allreduce" in cats)
+        if name == "fusion-multitensor":
+            assert 0.0 <= it.extra["tensor_missing_rate"] <= 1.0
+        if name != "fusion-dense":
+            assert "allgather" in cats
+
+
+# -- node-based ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("steps, k, n", [(10, 3, 4), (9, 3, 3), (5, 10, 1), (1, 1, 1)])
+def test_averagings_per_epoch(steps, k, n):
+    assert averagings_per_epoch(steps, k) == n
+
+
+def test_nodebased_crosses_nodes_only_when_averaging(profile):
+    model = build_model("resnet18-cifar", 32, 10)
+    cluster = load_topology("puhti", num_nodes=2)
+    engine = Engine(CommContext(cluster))
+    sched = get_schedule("nodebased")(get_schedule("nodebased").Options(k_prime=4))
+    ctx = context(cluster, 8, model, profile)
+    plain = engine.run(sched.step(ctx, average=False).classes)
+    avg = engine.run(sched.step(ctx, average=True).classes)
+    assert plain.inter_node_bytes == 0
+    assert avg.inter_node_bytes > 0
+    segs = sched.plan(ctx, RunShape(steps=10, last_batch=16, epochs=2))
+    averaging = sum(s.count for s in segs if "averaging" in s.label)
+    assert averaging == 2 * averagings_per_epoch(10, 4)
+    assert sum(s.count for s in segs) == 20
+
+
+# -- shared machinery and exactness -----------------------------------------------------
+
+
+def test_schedules_share_one_copy_of_the_training_machinery():
+    for path in (ROOT / "simcluster" / "schedules").glob("*.py"):
+        if path.name in ("training.py", "base.py", "__init__.py"):
+            continue
+        text = path.read_text()
+        assert "def forward_backward" not in text and "def make_buckets" not in text, path.name
+        assert '"fwd"' not in text, f"{path.name} times layers itself"
+
+
+@pytest.mark.parametrize("name", sorted(set(list_schedules()) - {"spmv"}))
+def test_rank_collapse_is_exact(name, profile):
+    model = build_model("resnet18-cifar", 32, 10)
+    cluster = load_topology("puhti", num_nodes=4)
+    engine = Engine(CommContext(cluster))
+    sched = get_schedule(name)()
+    ctx = context(cluster, 16, model, profile, engine)
+    for seg in sched.plan(ctx, RunShape(steps=3, last_batch=16, epochs=10)):
+        fast = engine.run(seg.iteration.classes)
+        full = engine.run(expand(seg.iteration.classes))
+        assert math.isclose(fast.end_time, full.end_time, rel_tol=1e-9), seg.label
+        assert math.isclose(fast.inter_node_bytes, full.inter_node_bytes, rel_tol=1e-9)
+
+
+def test_every_schedule_runs_through_the_study():
+    import yaml
+
+    from simcluster.scenario import parse_scenario
+    from simcluster.study import run_scenario
+
+    d = yaml.safe_load((ROOT / "scenarios" / "puhti64.yaml").read_text())
+    d["workload"].update(model="resnet18-cifar", input_size=32, epochs=10)
+    d["study"]["gpus"] = [4, 8]
+    names = sorted(set(list_schedules()) - {"spmv"})
+    d["schedules"] = [{"name": n} for n in names]
+    result = run_scenario(parse_scenario(d, "t.yaml"))
+    assert [r["schedule"] for r in result.records] == [n for n in names for _ in (4, 8)]
+    for r in result.records:
+        assert r["time_to_train_s"] > 0 and r["throughput_samples_per_s"] > 0
+        assert all(v >= 0 for v in r["breakdown_s"].values())
