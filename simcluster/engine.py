@@ -93,7 +93,11 @@ class Engine:
         self._lowered: dict[CollectiveCall, tuple[str, list]] = {}
 
     def lowered(self, call: CollectiveCall) -> tuple[str, list]:
-        """(algorithm, phases) for a call, cached: identical calls lower once."""
+        """(algorithm, phases) for a call, cached: identical calls lower once.
+
+        Calls that differ only in size share their flows' routes through the
+        context's shape cache (see :func:`simcluster.collectives.lower`).
+        """
         hit = self._lowered.get(call)
         if hit is None:
             hit = lower(self.ctx, call)

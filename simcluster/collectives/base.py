@@ -87,6 +87,8 @@ class CommContext:
         #: effective capacity of each directed link, bytes/s
         self.capacity = np.asarray(cluster.link_bandwidth, dtype=np.float64) * factors
         self._alpha: dict[tuple[int, int], float] = {}
+        #: lowered collective shapes (per-unit-byte flow batches), see registry.lower
+        self.shapes: dict[tuple, list] = {}
 
     @cached_property
     def inter_node_link(self) -> np.ndarray:

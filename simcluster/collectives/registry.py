@@ -19,7 +19,7 @@ import numpy as np
 from simcluster.collectives import chain, halving_doubling, hierarchical, leader, p2p, ring, tree
 from simcluster.collectives.base import CollectiveCall, CommContext, Phase
 from simcluster.errors import UnknownNameError
-from simcluster.network.maxmin import maxmin_rates
+from simcluster.network.flow import FlowBatch
 
 __all__ = ["ALGORITHMS", "AUTO_CANDIDATES", "lower", "estimate_phases", "algorithms_for"]
 
@@ -48,23 +48,17 @@ def algorithms_for(op: str) -> list[str]:
     return sorted(ALGORITHMS[op])
 
 
-def estimate_phases(ctx: CommContext, phases: list[Phase]) -> float:
+def estimate_phases(ctx: CommContext, phases: list[FlowBatch] | list[Phase]) -> float:
     """Seconds for the phases in isolation, rates fixed at each phase's start."""
     total = 0.0
     for phase in phases:
-        if not phase:
+        batch = phase if isinstance(phase, FlowBatch) else FlowBatch.from_flows(phase)
+        if batch.num_flows == 0:
             continue
-        lengths = np.array([len(f.links) for f in phase])
-        entry_flow = np.repeat(np.arange(len(phase)), lengths)
-        entry_link = np.fromiter(
-            (link for f in phase for link in f.links), dtype=np.int64, count=int(lengths.sum())
-        )
-        rates = maxmin_rates(entry_flow, entry_link, len(phase), ctx.capacity)
-        nbytes = np.array([f.nbytes for f in phase])
-        lat = np.array([f.latency for f in phase])
-        with np.errstate(divide="ignore"):
-            t = lat + np.where(nbytes > 0, nbytes / rates, 0.0)
-        total += float(t.max())
+        rates = batch.static_rates(ctx.capacity)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            move = np.where(batch.nbytes > 0, batch.nbytes / rates, 0.0)
+        total += float((batch.latency + move).max())
     return total
 
 
@@ -73,13 +67,29 @@ def _merge(per_group: list[list[Phase]]) -> list[Phase]:
     return [[f for phases in per_group if k < len(phases) for f in phases[k]] for k in range(depth)]
 
 
-def _lower_with(ctx: CommContext, call: CollectiveCall, name: str) -> list[Phase]:
-    fn = ALGORITHMS[call.op][name]
-    return _merge([fn(ctx, call, tuple(g)) for g in call.groups])
+def _shape(ctx: CommContext, call: CollectiveCall, name: str) -> list[FlowBatch]:
+    """Phases of ``call`` for one byte, as arrays; cached per cluster context.
+
+    Every algorithm's bytes are linear in the message size, so the flows,
+    routes and latencies are computed once per (op, groups, algorithm, root).
+    """
+    key = (call.op, call.groups, name, call.root)
+    hit = ctx.shapes.get(key)
+    if hit is None:
+        fn = ALGORITHMS[call.op][name]
+        unit = CollectiveCall(call.op, call.groups, 1.0, name, call.root)
+        phases = _merge([fn(ctx, unit, tuple(g)) for g in call.groups])
+        hit = [FlowBatch.from_flows(p) for p in phases if p]
+        ctx.shapes[key] = hit
+    return hit
 
 
-def lower(ctx: CommContext, call: CollectiveCall) -> tuple[str, list[Phase]]:
-    """(algorithm used, phases) for ``call``."""
+def _lower_with(ctx: CommContext, call: CollectiveCall, name: str) -> list[FlowBatch]:
+    return [b.scaled(call.nbytes) for b in _shape(ctx, call, name)]
+
+
+def lower(ctx: CommContext, call: CollectiveCall) -> tuple[str, list[FlowBatch]]:
+    """(algorithm used, phases as flow batches) for ``call``."""
     table = ALGORITHMS[call.op]
     if call.algorithm != "auto":
         if call.algorithm not in table:
@@ -88,7 +98,7 @@ def lower(ctx: CommContext, call: CollectiveCall) -> tuple[str, list[Phase]]:
     candidates = AUTO_CANDIDATES.get(call.op, (next(iter(table)),))
     if len(candidates) == 1 or all(len(g) <= 2 for g in call.groups):
         return candidates[0], _lower_with(ctx, call, candidates[0])
-    best: tuple[float, str, list[Phase]] | None = None
+    best: tuple[float, str, list[FlowBatch]] | None = None
     for name in candidates:
         phases = _lower_with(ctx, call, name)
         t = estimate_phases(ctx, phases)

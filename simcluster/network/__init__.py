@@ -7,12 +7,13 @@ from simcluster.network.backend import (
     NetworkBackend,
     make_network,
 )
-from simcluster.network.flow import FlowSpec
+from simcluster.network.flow import FlowBatch, FlowSpec
 from simcluster.network.maxmin import maxmin_rates
 
 __all__ = [
     "BACKENDS",
     "ClosedFormNetwork",
+    "FlowBatch",
     "FlowSpec",
     "MaxMinNetwork",
     "NetworkBackend",

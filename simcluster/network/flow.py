@@ -1,15 +1,23 @@
-"""Flow specifications handed to a network backend.
+"""Flows handed to a network backend: one at a time, or a batch as arrays.
 
 A flow moves ``nbytes`` bytes over a fixed path of directed links after a
 start-up delay of ``latency`` seconds (path latency plus per-message software
 overheads, summed over the pipelined steps the flow stands for).
+
+A :class:`FlowBatch` holds many flows as numpy arrays: the (flow, link)
+incidence, bytes and latency per flow. Collective lowering is linear in the
+message size, so a batch is built once per collective shape with per-unit
+bytes and reused for every size with :meth:`FlowBatch.scaled`.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 
-__all__ = ["FlowSpec"]
+import numpy as np
+
+__all__ = ["FlowSpec", "FlowBatch"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,3 +35,81 @@ class FlowSpec:
     latency: float
     src: int = -1
     dst: int = -1
+
+
+@dataclass(eq=False)
+class FlowBatch:
+    """Flows as arrays (see module doc). Units: bytes, seconds, bytes/s.
+
+    entry_flow, entry_link: one entry per (flow, link) incidence.
+    nbytes, latency: per flow.
+    """
+
+    entry_flow: np.ndarray
+    entry_link: np.ndarray
+    nbytes: np.ndarray
+    latency: np.ndarray
+    _cache: dict = field(default_factory=dict, repr=False)
+
+    @property
+    def num_flows(self) -> int:
+        return int(self.nbytes.size)
+
+    @classmethod
+    def from_flows(cls, flows: Sequence[FlowSpec]) -> FlowBatch:
+        lengths = np.fromiter((len(f.links) for f in flows), dtype=np.int64, count=len(flows))
+        entry_flow = np.repeat(np.arange(len(flows), dtype=np.int64), lengths)
+        entry_link = np.fromiter(
+            (link for f in flows for link in f.links), dtype=np.int64, count=int(lengths.sum())
+        )
+        nbytes = np.fromiter((f.nbytes for f in flows), dtype=np.float64, count=len(flows))
+        latency = np.fromiter((f.latency for f in flows), dtype=np.float64, count=len(flows))
+        return cls(entry_flow, entry_link, nbytes, latency)
+
+    def scaled(self, factor: float) -> FlowBatch:
+        """The same flows carrying ``factor`` times the bytes (shares the incidence)."""
+        out = FlowBatch(self.entry_flow, self.entry_link, self.nbytes * factor, self.latency)
+        out._cache = self._cache  # rates and path facts do not depend on bytes
+        return out
+
+    def crosses(self, link_mask: np.ndarray) -> np.ndarray:
+        """Per flow: does its path use any link where ``link_mask`` is true?"""
+        key = ("crosses", id(link_mask))
+        hit = self._cache.get(key)
+        if hit is None:
+            hit = np.zeros(self.num_flows, dtype=bool)
+            hit[self.entry_flow[link_mask[self.entry_link]]] = True
+            self._cache[key] = hit
+        return hit
+
+    def bottleneck(self, capacity: np.ndarray) -> np.ndarray:
+        """Per flow: the smallest link capacity on its path (inf for no links), bytes/s."""
+        key = ("bottleneck", id(capacity))
+        hit = self._cache.get(key)
+        if hit is None:
+            hit = np.full(self.num_flows, np.inf)
+            np.minimum.at(hit, self.entry_flow, capacity[self.entry_link])
+            self._cache[key] = hit
+        return hit
+
+    def static_rates(self, capacity: np.ndarray) -> np.ndarray:
+        """Max-min rates of these flows alone, all started together (bytes/s)."""
+        key = ("rates", id(capacity))
+        hit = self._cache.get(key)
+        if hit is None:
+            from simcluster.network.maxmin import maxmin_rates
+
+            hit = maxmin_rates(self.entry_flow, self.entry_link, self.num_flows, capacity)
+            self._cache[key] = hit
+        return hit
+
+    def select(self, mask: np.ndarray) -> FlowBatch:
+        """The flows where ``mask`` is true, renumbered 0..k-1."""
+        new_index = np.cumsum(mask) - 1
+        keep = mask[self.entry_flow]
+        return FlowBatch(
+            new_index[self.entry_flow[keep]],
+            self.entry_link[keep],
+            self.nbytes[mask],
+            self.latency[mask],
+        )
