@@ -1,11 +1,12 @@
 """Benchmark (not a test): simulator wall time for one iteration vs GPU count.
 
-Usage: python bench/scale.py [--schedules ddp] [--gpus 64,256,1024,...]
-       [--topology puhti-xl] [--model resnet152] [--uncollapsed]
+Usage: python bench/scale.py [--schedules ddp,hsadmm,ssfusion-oi,nodebased]
+       [--gpus 64,256,1024,...] [--topology puhti-2l] [--model resnet152] [--uncollapsed]
 
 Prints per case: wall seconds (topology build + programs + simulation), peak
 resident memory of the process so far, simulation events, flows, and the
-predicted iteration time. Each case runs in a fresh process so peak memory is
+predicted time of one step (hsadmm: one outer iteration of E local steps
+plus the consensus). Each case runs in a fresh process so peak memory is
 per case.
 """
 
@@ -20,24 +21,38 @@ import time
 
 
 def one_case(schedule: str, gpus: int, topology: str, model_name: str, collapse: bool) -> dict:
+    """Simulate one step (hsadmm: one outer iteration) and measure the simulator."""
     from simcluster.collectives import CommContext
     from simcluster.compute import load_network_profile, load_profile
     from simcluster.engine import Engine
-    from simcluster.schedules import BuildContext, get_schedule
-    from simcluster.study import simulate_iteration
+    from simcluster.schedules import BuildContext, RunShape, get_schedule
+    from simcluster.study import comm_estimator, simulate_iteration
     from simcluster.topology import load_topology
-    from simcluster.workload import build_model
 
     t0 = time.perf_counter()
     probe = load_topology(topology, num_nodes=1)
     cluster = load_topology(topology, num_nodes=-(-gpus // probe.ranks_per_node))
     netp = load_network_profile("nccl-spec")
     ctx = CommContext(cluster, netp.per_message_overhead_s, netp.link_efficiency)
-    model = build_model(model_name, 224, 10)
+    engine = Engine(ctx)
+    model = _model(model_name)
     profile = load_profile("v100-sxm2-32gb")
     cls = get_schedule(schedule)
-    it = cls().build(BuildContext(cluster, gpus, model, profile, 128, "fp32", 1, 0))
-    trace = simulate_iteration(Engine(ctx), it.classes, collapse)
+    sched = cls()
+    bctx = BuildContext(cluster, gpus, model, profile, 128, "fp32", 1, 0, comm_estimator(engine))
+    if schedule == "hsadmm":
+        # one outer iteration: E local epochs of one step each here, then the consensus
+        local = sched.options.local_epochs
+        segments = sched.plan(bctx, RunShape(steps=1, last_batch=128, epochs=local))
+    else:
+        segments = sched.plan(bctx, RunShape(steps=1, last_batch=128, epochs=1))
+    predicted = 0.0
+    events = flows = 0
+    for seg in segments:
+        trace = simulate_iteration(engine, seg.iteration.classes, collapse)
+        predicted += seg.count * trace.end_time
+        events += trace.events
+        flows += trace.flows
     wall = time.perf_counter() - t0
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     return {
@@ -45,17 +60,23 @@ def one_case(schedule: str, gpus: int, topology: str, model_name: str, collapse:
         "gpus": gpus,
         "wall_s": wall,
         "peak_mb": peak_mb,
-        "events": trace.events,
-        "flows": trace.flows,
-        "iteration_s": trace.end_time,
+        "events": events,
+        "flows": flows,
+        "iteration_s": predicted,
     }
+
+
+def _model(name: str):
+    from simcluster.workload import build_model
+
+    return build_model(name, 224, 10)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--schedules", default="ddp")
+    ap.add_argument("--schedules", default="ddp,hsadmm,ssfusion-oi,nodebased")
     ap.add_argument("--gpus", default="64,256,1024,4096,16384,65536")
-    ap.add_argument("--topology", default="puhti-xl")
+    ap.add_argument("--topology", default="puhti-2l")
     ap.add_argument("--model", default="resnet152")
     ap.add_argument("--uncollapsed", action="store_true")
     ap.add_argument("--case", help=argparse.SUPPRESS)

@@ -12,12 +12,24 @@ Durations are seconds, sizes bytes.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
+import numpy as np
+
 from simcluster.collectives.base import CollectiveCall
 
-__all__ = ["Op", "RankClass", "ProgramError", "STREAMS", "compute", "collective", "expand"]
+__all__ = [
+    "Op",
+    "RankClass",
+    "ProgramError",
+    "STREAMS",
+    "compute",
+    "collective",
+    "expand",
+    "perturb",
+]
 
 #: compute kernels, collectives, device-to-host copies, host-to-device copies, CPU threads
 STREAMS = ("compute", "comm", "copy", "h2d", "cpu")
@@ -101,4 +113,61 @@ def expand(classes: Sequence[RankClass]) -> list[RankClass]:
     for cls in classes:
         for r in cls.ranks:
             out.append(replace(cls, name=f"{cls.name}#{r}", ranks=(r,), ops=list(cls.ops)))
+    return out
+
+
+#: streams whose op durations are kernels or CPU work a slow device stretches
+_TIMED_STREAMS = ("compute", "cpu")
+
+
+def _scaled_ops(ops: list[Op], factors: np.ndarray | float) -> list[Op]:
+    out = []
+    k = 0
+    for op in ops:
+        if op.duration > 0 and op.stream in _TIMED_STREAMS:
+            f = factors if isinstance(factors, float) else float(factors[k])
+            k += 1
+            out.append(replace(op, duration=op.duration * f))
+        else:
+            out.append(op)
+    return out
+
+
+def perturb(
+    classes: Sequence[RankClass],
+    stragglers: frozenset[int] = frozenset(),
+    slowdown: float = 1.0,
+    jitter_cv: float = 0.0,
+    seed: int = 0,
+) -> list[RankClass]:
+    """Heterogeneous ranks: slower stragglers and per-kernel jitter.
+
+    stragglers: ranks whose compute and CPU ops take ``slowdown`` times longer.
+        Each class splits into its regular and its straggling ranks, so the
+        rank collapse stays exact.
+    jitter_cv: coefficient of variation of a lognormal factor (mean 1) drawn
+        for every timed op of every rank, seeded by (seed, rank). Every rank
+        then runs its own program: the collapse is off.
+    """
+    out: list[RankClass] = []
+    for cls in classes:
+        slow = tuple(r for r in cls.ranks if r in stragglers)
+        fast = tuple(r for r in cls.ranks if r not in stragglers)
+        if jitter_cv <= 0:
+            if fast:
+                out.append(replace(cls, ranks=fast, ops=list(cls.ops)))
+            if slow:
+                ops = _scaled_ops(cls.ops, float(slowdown))
+                out.append(replace(cls, name=f"{cls.name}~slow", ranks=slow, ops=ops))
+            continue
+        timed = sum(1 for op in cls.ops if op.duration > 0 and op.stream in _TIMED_STREAMS)
+        sigma2 = math.log1p(jitter_cv**2)
+        for r in cls.ranks:
+            rng = np.random.default_rng([seed, r])
+            factors = rng.lognormal(-sigma2 / 2, math.sqrt(sigma2), timed)
+            if r in stragglers:
+                factors = factors * slowdown
+            out.append(
+                replace(cls, name=f"{cls.name}#{r}", ranks=(r,), ops=_scaled_ops(cls.ops, factors))
+            )
     return out

@@ -22,6 +22,7 @@ __all__ = [
     "Workload",
     "ScheduleSpec",
     "Study",
+    "Heterogeneity",
     "DATASETS",
     "load_scenario",
     "parse_scenario",
@@ -64,6 +65,16 @@ class Study(StrictModel):
     gpus: list[int] = Field(min_length=1)
 
 
+class Stragglers(StrictModel):
+    fraction: float = Field(gt=0, le=1, description="fraction of ranks that are slow")
+    slowdown: float = Field(gt=0, le=1000, description="their compute takes this many times longer")
+
+
+class Heterogeneity(StrictModel):
+    stragglers: Stragglers | None = None
+    jitter: float = Field(0.0, ge=0, le=10, description="coefficient of variation per kernel")
+
+
 class Scenario(StrictModel):
     name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")
     description: str = ""
@@ -75,6 +86,7 @@ class Scenario(StrictModel):
     schedules: list[ScheduleSpec] = Field(min_length=1)
     study: Study
     seed: int = Field(0, ge=0, le=2**63 - 1)
+    heterogeneity: Heterogeneity | None = None
     output: str | None = Field(None, description="results folder; default results/<name>")
 
     # Filled by load_scenario: where it came from.

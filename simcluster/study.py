@@ -18,17 +18,20 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from simcluster.collectives import CommContext, estimate_phases
 from simcluster.compute import load_network_profile, load_profile
 from simcluster.engine import Engine, Trace
-from simcluster.program import RankClass, expand
+from simcluster.program import RankClass, expand, perturb
 from simcluster.scenario import (
+    Heterogeneity,
     Scenario,
     resolved_dataset_size,
     resolved_input_size,
     resolved_num_classes,
 )
-from simcluster.schedules import BuildContext, Iteration, RunShape, get_schedule
+from simcluster.schedules import BuildContext, RunShape, get_schedule
 from simcluster.topology import load_topology
 from simcluster.workload import build_model
 
@@ -64,8 +67,31 @@ def epoch_plan(dataset: int, gpus: int, batch: int, accumulation: int) -> tuple[
     return steps, last
 
 
-def simulate_iteration(engine: Engine, classes: list[RankClass], collapse: bool = True) -> Trace:
-    """One iteration's trace; ``collapse=False`` simulates every rank separately."""
+def simulate_iteration(
+    engine: Engine,
+    classes: list[RankClass],
+    collapse: bool = True,
+    heterogeneity: Heterogeneity | None = None,
+    seed: int = 0,
+) -> Trace:
+    """One iteration's trace.
+
+    ``collapse=False`` simulates every rank separately. ``heterogeneity``
+    slows stragglers (chosen from the seed) and jitters kernels; jitter turns
+    the collapse off, stragglers only split the classes.
+    """
+    if heterogeneity is not None:
+        ranks = sorted(r for c in classes for r in c.ranks)
+        slow: frozenset[int] = frozenset()
+        slowdown = 1.0
+        if heterogeneity.stragglers is not None:
+            count = max(1, round(heterogeneity.stragglers.fraction * len(ranks)))
+            rng = np.random.default_rng([seed, 0x5EED])
+            slow = frozenset(int(r) for r in rng.choice(ranks, size=count, replace=False))
+            slowdown = heterogeneity.stragglers.slowdown
+        classes = perturb(classes, slow, slowdown, heterogeneity.jitter, seed)
+        if heterogeneity.jitter > 0:
+            return engine.run(classes)  # already one class per rank
     return engine.run(classes if collapse else expand(classes))
 
 
@@ -74,13 +100,19 @@ def _scaled(acc: dict[str, float], add: dict[str, float], factor: float) -> None
         acc[k] = acc.get(k, 0.0) + v * factor
 
 
-def _representative(trace: Trace, it: Iteration, collapse: bool) -> str:
-    head = it.classes[0]
-    return head.name if collapse else f"{head.name}#{head.ranks[0]}"
+def _representative(trace: Trace) -> str:
+    """The rank class that holds the lowest rank (the first class's first rank)."""
+    lowest = min(r for ranks in trace.classes.values() for r in ranks)
+    return next(name for name, ranks in trace.classes.items() if lowest in ranks)
 
 
 def simulate_plan(
-    schedule, ctx: BuildContext, engine: Engine, run: RunShape, collapse: bool = True
+    schedule,
+    ctx: BuildContext,
+    engine: Engine,
+    run: RunShape,
+    collapse: bool = True,
+    heterogeneity: Heterogeneity | None = None,
 ) -> tuple[dict[str, Any], dict[str, Trace]]:
     """Simulate every segment of the schedule's plan; per-step averages and traces.
 
@@ -98,8 +130,8 @@ def simulate_plan(
     seg_records = []
     traces: dict[str, Trace] = {}
     for seg in segments:
-        trace = simulate_iteration(engine, seg.iteration.classes, collapse)
-        rep = _representative(trace, seg.iteration, collapse)
+        trace = simulate_iteration(engine, seg.iteration.classes, collapse, heterogeneity, ctx.seed)
+        rep = _representative(trace)
         t = trace.end_time
         total_time += seg.count * t
         total_steps += seg.count * seg.steps
@@ -182,7 +214,9 @@ def run_scenario(
                 comm_estimator(engine),
             )
             run = RunShape(steps, math.ceil(last / w.grad_accumulation), w.epochs)
-            metrics, seg_traces = simulate_plan(schedule, bctx, engine, run, collapse)
+            metrics, seg_traces = simulate_plan(
+                schedule, bctx, engine, run, collapse, sc.heterogeneity
+            )
             rec: dict[str, Any] = {
                 "schedule": spec.display,
                 "schedule_name": spec.name,

@@ -1,7 +1,11 @@
 """Chrome trace format (opens in Perfetto / chrome://tracing).
 
 One process per schedule, one thread per (rank class, stream); network-level
-collective spans get a thread of their own. Times are microseconds.
+collective spans get a thread of their own. Times are microseconds. When every
+rank runs its own program (jitter), only the first ``max_classes`` rank classes
+are written, so the file stays small enough for Perfetto. When every
+rank runs its own program (jitter), only the first ``max_classes`` rank classes
+are written, so the file stays small enough for Perfetto.
 """
 
 from __future__ import annotations
@@ -14,14 +18,19 @@ from simcluster.engine import Trace
 __all__ = ["trace_events", "write_chrome_trace"]
 
 
-def trace_events(traces: dict[str, Trace]) -> list[dict]:
+def trace_events(traces: dict[str, Trace], max_classes: int = 32) -> list[dict]:
     events: list[dict] = []
     for pid, (label, trace) in enumerate(traces.items(), start=1):
+        shown = set(list(trace.classes)[:max_classes]) | {"<network>"}
+        if len(trace.classes) > max_classes:
+            label += f" (first {max_classes} of {len(trace.classes)} rank classes)"
         events.append(
             {"name": "process_name", "ph": "M", "pid": pid, "tid": 0, "args": {"name": label}}
         )
         tids: dict[tuple[str, str], int] = {}
         for s in trace.spans:
+            if s.rank_class not in shown:
+                continue
             key = (s.rank_class, s.stream)
             if key not in tids:
                 tids[key] = len(tids) + 1
