@@ -53,19 +53,36 @@ def plot_scaling(path: Path, records: Sequence[dict[str, Any]], title: str) -> N
 
 
 def plot_breakdown(path: Path, records: Sequence[dict[str, Any]], title: str) -> None:
-    """Stacked bars per (schedule, GPUs): compute and exposed communication, seconds."""
+    """Grouped stacked bars: per GPU count, one bar per schedule split into
+    compute and exposed communication (seconds per step)."""
     plt = _plt()
-    labels = [f"{r['schedule']}\n{r['gpus']}" for r in records]
-    compute = [r["compute_s"] for r in records]
-    exposed = [r["exposed_comm_s"] for r in records]
-    fig, ax = plt.subplots(figsize=(max(6, 0.7 * len(records) + 2), 4))
-    x = range(len(records))
-    ax.bar(x, compute, label="compute")
-    ax.bar(x, exposed, bottom=compute, label="exposed communication")
-    ax.set_xticks(list(x))
-    ax.set_xticklabels(labels, fontsize=8)
-    ax.set_ylabel("seconds per iteration")
-    ax.legend()
+    groups = _by_schedule(records)
+    gpus = sorted({r["gpus"] for r in records})
+    width = 0.8 / max(len(groups), 1)
+    fig, ax = plt.subplots(figsize=(max(6, 1.2 * len(gpus) * max(1, len(groups) / 2) + 2), 4))
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for j, (name, rs) in enumerate(groups.items()):
+        by_g = {r["gpus"]: r for r in rs}
+        xs = [i + (j - (len(groups) - 1) / 2) * width for i, g in enumerate(gpus) if g in by_g]
+        comp = [by_g[g]["compute_s"] for g in gpus if g in by_g]
+        exposed = [by_g[g]["exposed_comm_s"] for g in gpus if g in by_g]
+        color = colors[j % len(colors)]
+        ax.bar(xs, comp, width * 0.95, color=color, label=f"{name}: compute")
+        ax.bar(
+            xs,
+            exposed,
+            width * 0.95,
+            bottom=comp,
+            color=color,
+            alpha=0.45,
+            hatch="//",
+            label=f"{name}: exposed comm",
+        )
+    ax.set_xticks(range(len(gpus)))
+    ax.set_xticklabels([str(g) for g in gpus])
+    ax.set_xlabel("GPUs")
+    ax.set_ylabel("seconds per step (mean)")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     ax.set_title(title)
     ax.grid(axis="y", alpha=0.3)
     fig.tight_layout()
