@@ -126,6 +126,29 @@ def compacted_numel(model, sparsity: Sparsity, fraction: float) -> int:
     return model.params - full + kept
 
 
+def chunked_allreduce(
+    prog: RankClass,
+    name: str,
+    groups: tuple[tuple[int, ...], ...],
+    total_bytes: float,
+    cap_bytes: float,
+    algorithm: str,
+    deps: tuple[str, ...],
+) -> str:
+    """Allreduce ``total_bytes`` as buckets of at most ``cap_bytes``; the last op's id.
+
+    The ops are named ``<name>.b<k>`` and booked under category ``name``.
+    """
+    chunks = [cap_bytes] * int(total_bytes // cap_bytes)
+    if total_bytes % cap_bytes:
+        chunks.append(total_bytes % cap_bytes)
+    last = deps[-1]
+    for b, nbytes in enumerate(chunks):
+        call = CollectiveCall("allreduce", groups, nbytes, algorithm)
+        last = prog.add(collective(f"{name}.b{b}", call, name, deps)).id
+    return last
+
+
 class HSADMMOptions(Options):
     keep: float = Field(0.5, gt=0, le=1, description="kept fraction of structures")
     sparsity: Sparsity = "channel"
@@ -234,14 +257,15 @@ class HSADMM(_ADMMBase):
         lead.add(compute("compress", t_compress, "compress"))
         last = "compress"
         if multi_node:
-            total = 4.0 * compact
-            cap = o.bucket_mb * MB
-            chunks = [cap] * int(total // cap) + ([total % cap] if total % cap else [])
-            for b, nbytes in enumerate(chunks):
-                call = CollectiveCall("allreduce", (leaders,), nbytes, o.inter_algorithm)
-                last = lead.add(
-                    collective(f"inter_allreduce.b{b}", call, "inter_allreduce", ("compress",))
-                ).id
+            last = chunked_allreduce(
+                lead,
+                "inter_allreduce",
+                (leaders,),
+                4.0 * compact,
+                o.bucket_mb * MB,
+                o.inter_algorithm,
+                ("compress",),
+            )
         t_decompress = sum(
             p.kernel_time("decompress", numel=pl.numel, kept=k)
             for pl, k in zip(layers, kept_conv, strict=True)
@@ -279,14 +303,15 @@ class HSADMMFlat(_ADMMBase):
         prog.add(compute("theta_plus_u", p.elementwise_time(3 * 4 * n), "dual"))
         last = "theta_plus_u"
         if ctx.gpus > 1:
-            total = 4.0 * n
-            cap = o.bucket_mb * MB
-            chunks = [cap] * int(total // cap) + ([total % cap] if total % cap else [])
-            for b, nbytes in enumerate(chunks):
-                call = CollectiveCall("allreduce", (ctx.ranks,), nbytes, o.inter_algorithm)
-                last = prog.add(
-                    collective(f"flat_allreduce.b{b}", call, "flat_allreduce", ("theta_plus_u",))
-                ).id
+            last = chunked_allreduce(
+                prog,
+                "flat_allreduce",
+                (ctx.ranks,),
+                4.0 * n,
+                o.bucket_mb * MB,
+                o.inter_algorithm,
+                ("theta_plus_u",),
+            )
         prog.add(compute("z_update", p.elementwise_time(3 * 4 * n), "dual", (last,)))
         prog.add(compute("projection", self._projection(ctx, fraction, frozen), "projection"))
         prog.add(compute("dual_update", p.elementwise_time(4 * 4 * n), "dual"))
