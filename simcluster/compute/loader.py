@@ -38,6 +38,8 @@ class NetworkProfile:
     per_message_overhead_s: float
     link_efficiency: dict[str, float] = field(default_factory=dict)
     provenance: dict[str, Any] = field(default_factory=dict)
+    #: measured profiles: per scope and op, fitted ``alpha_s`` (s) and ``beta_s_per_byte``
+    collectives: dict[str, Any] = field(default_factory=dict)
 
     def describe(self) -> str:
         return f"{self.name} ({self.kind})"
@@ -107,8 +109,16 @@ def load_profile(name_or_path: str) -> DeviceProfile:
             if key not in dev:
                 raise ConfigError(str(path), f"device.{key}", None, "missing field")
         return SpecProfile(data["name"], dev, data["provenance"])
+    if data["kind"] in ("measured", "derived"):
+        from simcluster.compute.measured import MeasuredProfile
+
+        return MeasuredProfile.from_data(data, path)
     raise ConfigError(
-        str(path), "kind", data["kind"], "no loader for this profile kind yet", ["spec"]
+        str(path),
+        "kind",
+        data["kind"],
+        "no loader for this profile kind yet",
+        ["spec", "measured", "derived"],
     )
 
 
@@ -127,4 +137,5 @@ def load_network_profile(name_or_path: str) -> NetworkProfile:
         per_message_overhead_s=float(net["per_message_overhead_s"]),
         link_efficiency={k: float(v) for k, v in net.get("link_efficiency", {}).items()},
         provenance=data["provenance"],
+        collectives=dict(net.get("collectives", {})),
     )

@@ -1,0 +1,99 @@
+"""Non-negative least squares on relative errors, for cost models ``t = sum c_i * x_i``.
+
+Each cost model is linear in named features (``const`` = 1, ``flops``, ``bytes``,
+``numel`` ...; see :mod:`simcluster.compute.measured`) with non-negative
+coefficients (seconds per unit of the feature). Rows are weighted by ``1 / t`` so the
+fit minimises the squared *relative* error: a 10 us kernel counts as much as a 1 s one.
+
+The problems are tiny (at most a handful of features), so the exact NNLS solution is
+found by solving the unconstrained least squares on every subset of features and
+keeping the best one whose coefficients are all >= 0.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+__all__ = ["nnls", "fit_cost_model", "fit_alpha_beta"]
+
+
+def nnls(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``argmin ||a x - b||`` subject to ``x >= 0`` (exact, by subset enumeration).
+
+    ``a`` is ``(rows, k)`` with ``k <= 8``; columns are scaled internally.
+    """
+    a = np.asarray(a, dtype=np.float64)
+    b = np.asarray(b, dtype=np.float64)
+    rows, k = a.shape
+    if k > 8:
+        raise ValueError(f"nnls by enumeration supports at most 8 features, got {k}")
+    scale = np.linalg.norm(a, axis=0)
+    scale[scale == 0] = 1.0
+    an = a / scale
+    best = np.zeros(k)
+    best_res = float(np.sum(b * b))
+    for r in range(1, k + 1):
+        for cols in itertools.combinations(range(k), r):
+            sub = an[:, cols]
+            x, *_ = np.linalg.lstsq(sub, b, rcond=None)
+            if np.any(x < 0):
+                continue
+            res = float(np.sum((sub @ x - b) ** 2))
+            if res < best_res * (1 - 1e-12):
+                best_res = res
+                best = np.zeros(k)
+                best[list(cols)] = x
+    return best / scale
+
+
+def fit_cost_model(
+    rows: Sequence[Mapping[str, float]],
+    times: Sequence[float],
+    features: Sequence[str],
+    floor: float | Sequence[float] = 0.0,
+) -> dict:
+    """Fit ``t = sum coef[f] * row[f]`` (coefficients >= 0) minimising relative error.
+
+    rows: one mapping of feature values per sample (``const`` may be omitted: it is 1).
+    times: measured seconds per sample (medians).
+    floor: a sample's weight is ``1 / max(t, floor)`` (guards against t ~ 0); one number
+        for all samples or one per sample (seconds).
+    Returns the profile's fit record: features, coef (seconds per unit), sample count,
+    median and max absolute relative error of the fit on its own samples.
+    """
+    if len(rows) != len(times):
+        raise ValueError("rows and times differ in length")
+    if not rows:
+        raise ValueError("no samples to fit")
+    t = np.asarray(times, dtype=np.float64)
+    x = np.array([[1.0 if f == "const" else float(r[f]) for f in features] for r in rows])
+    positive = t > 0
+    if not positive.any():
+        return _record(features, np.zeros(len(features)), x, t)
+    floors = np.broadcast_to(np.asarray(floor, dtype=np.float64), t.shape)
+    w = 1.0 / np.maximum(t, np.maximum(floors, 1e-12))
+    coef = nnls(x * w[:, None], t * w)
+    return _record(features, coef, x, t)
+
+
+def _record(features: Sequence[str], coef: np.ndarray, x: np.ndarray, t: np.ndarray) -> dict:
+    pred = x @ coef
+    ok = t > 0
+    rel = np.abs(pred[ok] - t[ok]) / t[ok] if ok.any() else np.zeros(1)
+    return {
+        "features": list(features),
+        "coef": [float(f"{c:.6g}") for c in coef],
+        "n": int(len(t)),
+        "rel_err_median": float(f"{np.median(rel):.4g}"),
+        "rel_err_max": float(f"{np.max(rel):.4g}"),
+    }
+
+
+def fit_alpha_beta(nbytes: Sequence[float], times: Sequence[float]) -> dict:
+    """``t = alpha + n * beta``: alpha in seconds, beta in seconds per byte."""
+    rec = fit_cost_model([{"nbytes": float(n)} for n in nbytes], times, ["const", "nbytes"])
+    rec["alpha_s"], rec["beta_s_per_byte"] = rec["coef"]
+    return rec

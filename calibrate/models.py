@@ -1,0 +1,124 @@
+"""Real ``nn.Module`` models for the whole-model check, built like the zoo's layer tables.
+
+:func:`torch_model` builds the ResNets of :mod:`simcluster.workload.resnet`
+(torchvision-style blocks, ImageNet or CIFAR stem) so that the simulator's sum of
+per-layer times can be compared with the time torch needs for the whole model.
+:func:`time_model` measures forward + backward of such a module (seconds).
+"""
+
+from __future__ import annotations
+
+import statistics
+
+import torch
+import torch.nn as nn
+
+from calibrate.timing import Timer
+
+__all__ = ["torch_model", "time_model", "simulated_time"]
+
+
+class _Block(nn.Module):
+    def __init__(self, kind: str, cin: int, planes: int, width: int, stride: int) -> None:
+        super().__init__()
+        cout = planes * (1 if kind == "basic" else 4)
+        if kind == "basic":
+            convs = [(cin, planes, 3, stride), (planes, planes, 3, 1)]
+        else:
+            convs = [(cin, width, 1, 1), (width, width, 3, stride), (width, cout, 1, 1)]
+        layers: list[nn.Module] = []
+        for i, (ci, co, k, s) in enumerate(convs):
+            layers += [nn.Conv2d(ci, co, k, s, k // 2, bias=False), nn.BatchNorm2d(co)]
+            if i < len(convs) - 1:
+                layers.append(nn.ReLU(inplace=True))
+        self.body = nn.Sequential(*layers)
+        self.shortcut: nn.Module = nn.Identity()
+        if stride != 1 or cin != cout:
+            self.shortcut = nn.Sequential(
+                nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout)
+            )
+        self.relu = nn.ReLU(inplace=True)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.relu(self.body(x) + self.shortcut(x))
+
+
+def torch_model(name: str, num_classes: int | None = None) -> nn.Module:
+    """A ResNet of the zoo (``resnet18``, ``resnet50-cifar``, ``wide_resnet50_2`` ...)."""
+    from simcluster.workload.resnet import RESNET_DEPTHS
+    from simcluster.workload.zoo import MODELS
+
+    key = name.strip().lower()
+    if key not in MODELS or not (key.startswith("resnet") or key.startswith("wide_resnet")):
+        raise ValueError(f"no torch module for {name!r}; the whole-model check builds ResNets")
+    classes = num_classes or MODELS[key].default_num_classes
+    depth = 50 if key.startswith("wide") else int(key.removeprefix("resnet").split("-")[0])
+    stem = "cifar" if key.endswith("-cifar") else "imagenet"
+    width_per_group = 128 if key.startswith("wide") else 64
+    kind, blocks = RESNET_DEPTHS[depth]
+    if stem == "imagenet":
+        layers: list[nn.Module] = [
+            nn.Conv2d(3, 64, 7, 2, 3, bias=False),
+            nn.BatchNorm2d(64),
+            nn.ReLU(inplace=True),
+            nn.MaxPool2d(3, 2, 1),
+        ]
+    else:
+        layers = [nn.Conv2d(3, 64, 3, 1, 1, bias=False), nn.BatchNorm2d(64), nn.ReLU(inplace=True)]
+    cin = 64
+    for stage, (n, planes) in enumerate(zip(blocks, (64, 128, 256, 512), strict=True), start=1):
+        width = planes * width_per_group // 64
+        for b in range(n):
+            stride = 2 if stage > 1 and b == 0 else 1
+            block = _Block(kind, cin, planes, width, stride)
+            layers.append(block)
+            cin = planes * (1 if kind == "basic" else 4)
+    layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(cin, classes)]
+    return nn.Sequential(*layers)
+
+
+def time_model(
+    module: nn.Module,
+    batch: int,
+    input_size: int,
+    device: torch.device,
+    timer: Timer,
+    rounds: int = 3,
+) -> dict:
+    """Forward + backward of ``module`` on a random batch (seconds per iteration).
+
+    The backward starts from a fixed output gradient (no loss), as the layer table has no
+    loss layer. Each round takes ``timer.reps`` samples after ``timer.warmup`` warm-up
+    iterations; the estimate is the median of the quietest round (smallest round median).
+    """
+    module = module.to(device).train()
+    x = torch.randn(batch, 3, input_size, input_size, device=device)
+    with torch.no_grad():
+        g = torch.ones_like(module(x))
+
+    def step() -> None:
+        module.zero_grad(set_to_none=True)
+        module(x).backward(g)
+
+    rounds_s = [timer.measure(step).samples for _ in range(rounds)]
+    medians = [statistics.median(r) for r in rounds_s]
+    return {
+        "estimate_s": min(medians),
+        "median_all_s": statistics.median([s for r in rounds_s for s in r]),
+        "rounds_s": rounds_s,
+    }
+
+
+def simulated_time(profile, model, batch: int, precision: str = "fp32") -> dict:
+    """The simulator's forward + backward of ``model``: sum of ``profile.layer_time``.
+
+    As in ``simcluster.schedules.training.forward_backward``: forward of every layer, the
+    weight gradient of every layer, the input gradient of all but the first.
+    """
+    fwd = bwd = 0.0
+    for i, layer in enumerate(model.layers):
+        fwd += profile.layer_time(layer, batch, precision, "fwd")
+        bwd += profile.layer_time(layer, batch, precision, "bwd_weight")
+        if i > 0:
+            bwd += profile.layer_time(layer, batch, precision, "bwd_input")
+    return {"fwd_s": fwd, "bwd_s": bwd, "total_s": fwd + bwd}

@@ -1,0 +1,443 @@
+"""Measured and derived device profiles: the fitted cost models ``simcluster calibrate`` writes.
+
+Every cost model in such a profile is linear in named features with non-negative
+coefficients::
+
+    t (seconds) = sum_i coef[i] * feature[i]
+
+Feature names and units (:data:`FEATURES`): ``const`` is 1 (its coefficient is a fixed
+cost in seconds: dispatch, launch, framework overhead), ``flops`` is FLOPs of the pass,
+``bytes``/``nbytes`` are bytes moved, the rest are element counts; each coefficient is
+seconds per unit of its feature. The fits are made by :mod:`calibrate.fit` from samples
+that stay in the profile file beside them.
+
+Layout of the ``device`` section (``kind`` ``measured`` or ``derived``)::
+
+    compute:  {precision: {op_class | "op_class:variant": {pass: fit}}}
+    kernels:  {family: fit | {sub_key: fit}}    # sub-keys below
+    roofline: {peak_flops: {fp32, fp16_tensor?}, memory_bandwidth, launch_overhead_s, host}
+
+``compute`` has a fit for every op class in :data:`simcluster.workload.model.OP_CLASSES`
+and pass (``fwd``, ``bwd_input``, ``bwd_weight``); an ``op:variant`` fit (e.g.
+``conv:depthwise``, ``elementwise:dropout``) is used for layers of that variant when
+present, the op class fit otherwise. Kernel families (:data:`KERNEL_FAMILIES`) and their
+sub-keys: ``sparsify.{device,host}.{exact,dgc,gaussian,random,threshold}``,
+``projection.{filter,channel,kernel_shape,combined}``, ``spmv.{spmv,spmm}``,
+``memcpy.{d2d,h2d_pinned,h2d_pageable,d2h_pinned,d2h_pageable}`` (a memcpy kind may be
+an alias naming another kind, e.g. on a CPU device where host and device are one), and a
+single fit for the others.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from simcluster.compute.profile import (
+    KERNEL_FAMILIES,
+    PASSES,
+    PRECISIONS,
+    SPARSIFY_METHODS,
+    DeviceProfile,
+)
+from simcluster.errors import ConfigError
+
+__all__ = [
+    "FEATURES",
+    "OP_CLASSES",
+    "PROJECTION_KINDS",
+    "MEMCPY_KINDS",
+    "Fit",
+    "MeasuredProfile",
+    "layer_variant",
+    "layer_features",
+    "kernel_features",
+    "kernel_fit_path",
+]
+
+#: op classes of the workload zoo (kept here so this module needs no workload import)
+OP_CLASSES = ("conv", "linear", "norm", "elementwise", "pool", "attention", "embedding", "lstm")
+PROJECTION_KINDS = ("filter", "channel", "kernel_shape", "combined")
+MEMCPY_KINDS = ("d2d", "h2d_pinned", "h2d_pageable", "d2h_pinned", "d2h_pageable")
+WHERE = ("device", "host")
+
+#: feature name -> unit (a coefficient is seconds per unit)
+FEATURES: dict[str, str] = {
+    "const": "1 (coefficient in seconds)",
+    "flops": "FLOP",
+    "bytes": "bytes",
+    "bytes_spill": "bytes beyond the cache: max(0, bytes - roofline.cache_bytes)",
+    "nbytes": "bytes",
+    "numel": "elements",
+    "k": "elements selected",
+    "groups": "structures scored",
+    "kept": "elements kept",
+    "nnz": "non-zeros",
+    "rows": "rows",
+    "nnz_batch": "non-zeros x batch columns",
+    "rows_batch": "rows x batch columns",
+    "num_params": "parameters",
+    "numel_spill": "elements beyond the cache: max(0, numel - cache_bytes / 4)",
+    "nnz_spill": "non-zeros beyond the cache: max(0, nnz - cache_bytes / 8)",
+    "nnz_batch_spill": "max(0, nnz x batch - cache_bytes / 4)",
+    "nbytes_spill": "bytes beyond the cache: max(0, nbytes - cache_bytes)",
+    "num_params_spill": "max(0, num_params - cache_bytes / 20) (SGD momentum: 20 bytes/param)",
+}
+
+#: features of each compute / kernel cost model, as written by calibration
+COMPUTE_FEATURES = ("const", "flops", "bytes", "bytes_spill")
+KERNEL_FEATURES: dict[str, tuple[str, ...]] = {
+    "sparsify": ("const", "numel", "k", "numel_spill"),
+    "projection": ("const", "numel", "groups", "numel_spill"),
+    "mask_apply": ("const", "numel", "numel_spill"),
+    "mask_merge": ("const", "numel", "numel_spill"),
+    "compress": ("const", "numel", "numel_spill"),
+    "decompress": ("const", "numel", "kept", "numel_spill"),
+    "scatter_add": ("const", "numel", "numel_spill"),
+    "spmv.spmv": ("const", "nnz", "rows", "nnz_spill"),
+    "spmv.spmm": ("const", "nnz_batch", "rows_batch", "nnz", "nnz_batch_spill"),
+    "outer_update": ("const", "nnz_batch", "nnz", "nnz_batch_spill"),
+    "elementwise": ("const", "nbytes", "nbytes_spill"),
+    "memcpy": ("const", "nbytes", "nbytes_spill"),
+    "optimizer": ("const", "num_params", "num_params_spill"),
+}
+
+
+class Fit:
+    """One cost model: ``t = sum coef[i] * values[features[i]]`` seconds, never negative."""
+
+    __slots__ = ("features", "coef")
+
+    def __init__(self, features: tuple[str, ...], coef: tuple[float, ...]) -> None:
+        self.features = features
+        self.coef = coef
+
+    def __call__(self, values: Mapping[str, float]) -> float:
+        t = 0.0
+        for f, c in zip(self.features, self.coef, strict=True):
+            if c:
+                t += c * (1.0 if f == "const" else values[f])
+        return max(t, 0.0)
+
+    @classmethod
+    def from_json(cls, data: Any, file: str, where: str) -> Fit:
+        if not isinstance(data, dict):
+            raise ConfigError(file, where, data, "a fit is an object with features and coef")
+        for key in ("features", "coef"):
+            if key not in data:
+                raise ConfigError(file, f"{where}.{key}", None, "missing field")
+        feats, coef = data["features"], data["coef"]
+        if not isinstance(feats, list) or not all(f in FEATURES for f in feats):
+            raise ConfigError(file, f"{where}.features", feats, "unknown feature", list(FEATURES))
+        if not isinstance(coef, list) or len(coef) != len(feats):
+            raise ConfigError(
+                file, f"{where}.coef", coef, "needs one number per feature", f"{len(feats)} numbers"
+            )
+        try:
+            values = tuple(float(c) for c in coef)
+        except (TypeError, ValueError):
+            raise ConfigError(file, f"{where}.coef", coef, "coefficients must be numbers") from None
+        if any(c < 0 or c != c for c in values):
+            raise ConfigError(file, f"{where}.coef", coef, "coefficients must be >= 0")
+        return cls(tuple(feats), values)
+
+
+# ----------------------------------------------------------------------------- features
+
+
+def layer_variant(layer) -> str | None:
+    """Sub-class of an op class that has its own fit when measured (or ``None``)."""
+    s = layer.shape
+    if layer.op == "conv":
+        if s.get("groups", 1) > 1:
+            return "depthwise" if s.get("groups") == s.get("cin") else "grouped"
+        if s.get("cin", 0) <= 4:
+            return "stem"  # 3-channel image input: poor vectorisation over channels
+        kind = "1x1" if s.get("kh") == 1 and s.get("kw") == 1 else "spatial"
+        # strided convolutions' input gradient runs a different, slower algorithm
+        return f"{kind}-strided" if s.get("stride", 1) > 1 else kind
+    if layer.op == "norm":
+        return s.get("kind")
+    if layer.op in ("elementwise", "pool"):
+        return s.get("kind")
+    return None
+
+
+def _weight_elems(layer) -> int:
+    """Weight elements a pass reads (a tied linear reads its owner's weight)."""
+    if layer.params == 0 and layer.op == "linear":
+        return layer.shape.get("in_features", 0) * layer.shape.get("out_features", 0)
+    return layer.params
+
+
+def layer_features(
+    layer, batch: int, precision: str, pass_: str, cache_bytes: float = 0.0
+) -> dict[str, float]:
+    """Feature values of one pass of a layer: ``const``, ``flops`` (FLOPs), ``bytes``,
+    ``bytes_spill``.
+
+    ``flops`` is the layer's forward FLOPs times the batch for every pass (each pass's
+    coefficient absorbs its own ratio); ``bytes`` counts activations in and out at the
+    precision's width (4 bytes fp32, 2 amp) plus the weights (the fp32 weight gradient in
+    ``bwd_weight``); ``bytes_spill`` is the part of ``bytes`` beyond ``cache_bytes`` (the
+    cache a pass runs in; data that does not fit comes from slower memory).
+    """
+    a = 2 if precision == "amp" else 4
+    act = (layer.in_elems + layer.out_elems) * batch * a
+    if layer.op == "embedding":  # the input is indices, not activations
+        act = (layer.in_elems * 8 + layer.out_elems * a) * batch
+    w = _weight_elems(layer) * (4 if pass_ == "bwd_weight" else a)
+    nbytes = float(act + w)
+    return {
+        "const": 1.0,
+        "flops": float(layer.flops) * batch,
+        "bytes": nbytes,
+        "bytes_spill": max(0.0, nbytes - cache_bytes),
+    }
+
+
+def kernel_fit_path(family: str, params: Mapping[str, Any]) -> tuple[str, ...]:
+    """Where a kernel family's fit lives under ``device.kernels`` for these parameters."""
+    if family == "sparsify":
+        method = str(params.get("method", "exact"))
+        where = str(params.get("where", "device"))
+        if method not in SPARSIFY_METHODS:
+            raise ValueError(f"sparsify method must be one of {SPARSIFY_METHODS}, got {method!r}")
+        if where not in WHERE:
+            raise ValueError(f"sparsify where must be one of {WHERE}, got {where!r}")
+        return ("sparsify", where, method)
+    if family == "projection":
+        kind = str(params.get("kind", "combined"))
+        if kind not in PROJECTION_KINDS:
+            raise ValueError(f"projection kind must be one of {PROJECTION_KINDS}, got {kind!r}")
+        return ("projection", kind)
+    if family == "spmv":
+        return ("spmv", "spmv" if float(params.get("batch", 1)) <= 1 else "spmm")
+    if family == "memcpy":
+        kind = str(params.get("kind", "d2d"))
+        kind = {"h2d": "h2d_pinned", "d2h": "d2h_pinned"}.get(kind, kind)
+        if kind not in MEMCPY_KINDS:
+            raise ValueError(f"memcpy kind must be one of {MEMCPY_KINDS}, got {kind!r}")
+        return ("memcpy", kind)
+    if family not in KERNEL_FAMILIES:
+        raise ValueError(f"unknown kernel family {family!r}; known: {sorted(KERNEL_FAMILIES)}")
+    return (family,)
+
+
+def kernel_features(
+    family: str, params: Mapping[str, Any], cache_bytes: float = 0.0
+) -> dict[str, float]:
+    """Feature values of one kernel call (see :data:`KERNEL_FAMILIES` for the parameters).
+
+    The ``*_spill`` features count what does not fit in ``cache_bytes`` (bytes).
+    """
+    p = params
+    v: dict[str, float] = {"const": 1.0}
+    if "numel" in p:
+        v["numel"] = float(p["numel"])
+        v["numel_spill"] = max(0.0, v["numel"] - cache_bytes / 4)
+    if family == "sparsify":
+        n, density = float(p["numel"]), float(p["density"])
+        v["k"] = max(1.0, n * density)
+    elif family == "projection":
+        v["groups"] = float(p.get("groups", 1))
+    elif family == "decompress":
+        v["kept"] = float(p["kept"])
+    elif family in ("spmv", "outer_update"):
+        nnz, batch = float(p["nnz"]), float(p.get("batch", 1))
+        rows = float(p.get("rows", 0))
+        v.update(nnz=nnz, rows=rows, nnz_batch=nnz * batch, rows_batch=rows * batch)
+        v["nnz_spill"] = max(0.0, nnz - cache_bytes / 8)
+        v["nnz_batch_spill"] = max(0.0, nnz * batch - cache_bytes / 4)
+    elif family in ("elementwise", "memcpy"):
+        v["nbytes"] = float(p["nbytes"])
+        v["nbytes_spill"] = max(0.0, v["nbytes"] - cache_bytes)
+    elif family == "optimizer":
+        v["num_params"] = float(p["num_params"])
+        v["num_params_spill"] = max(0.0, v["num_params"] - cache_bytes / 20)
+    return v
+
+
+# ----------------------------------------------------------------------------- profile
+
+
+def _get(data: Any, path: tuple[str, ...], file: str, prefix: str) -> Any:
+    cur = data
+    walked = prefix
+    for key in path:
+        walked = f"{walked}.{key}" if walked else key
+        if not isinstance(cur, dict) or key not in cur:
+            raise ConfigError(file, walked, None, "missing field")
+        cur = cur[key]
+    return cur
+
+
+class MeasuredProfile(DeviceProfile):
+    """Kernel times from fitted cost models (``kind`` ``measured`` or ``derived``).
+
+    Built from a profile file's parsed JSON by :meth:`from_data`, which checks every
+    field the simulator may need and raises :class:`~simcluster.errors.ConfigError`
+    naming the file and the field.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        kind: str,
+        provenance: dict[str, Any],
+        compute: dict[str, dict[str, dict[str, Fit]]],
+        kernels: dict[tuple[str, ...], Fit],
+        memcpy_alias: dict[str, str],
+        file: str = "<memory>",
+        kernel_sources: dict[str, str] | None = None,
+        cache_bytes: float = 0.0,
+    ) -> None:
+        self.name = name
+        self.kind = kind
+        self.provenance = provenance
+        self.compute = compute
+        self.kernels = kernels
+        self.memcpy_alias = memcpy_alias
+        self.file = file
+        self.kernel_sources = kernel_sources or {}
+        #: bytes of cache a layer pass runs in (``bytes_spill`` starts beyond it)
+        self.cache_bytes = cache_bytes
+
+    # -- loading ----------------------------------------------------------------------
+    @classmethod
+    def from_data(cls, data: dict[str, Any], file: str | Path = "<memory>") -> MeasuredProfile:
+        file = str(file)
+        dev = _get(data, ("device",), file, "")
+        compute_raw = _get(dev, ("compute",), file, "device")
+        compute: dict[str, dict[str, dict[str, Fit]]] = {}
+        if not isinstance(compute_raw, dict) or "fp32" not in compute_raw:
+            raise ConfigError(file, "device.compute.fp32", None, "missing field")
+        for precision, classes in compute_raw.items():
+            where = f"device.compute.{precision}"
+            if precision not in PRECISIONS:
+                raise ConfigError(file, where, precision, "unknown precision", PRECISIONS)
+            if not isinstance(classes, dict):
+                raise ConfigError(file, where, classes, "must map op classes to fits")
+            table: dict[str, dict[str, Fit]] = {}
+            for op in OP_CLASSES:
+                if op not in classes:
+                    raise ConfigError(file, f"{where}.{op}", None, "missing field")
+            for key, passes in classes.items():
+                op = key.split(":", 1)[0]
+                if op not in OP_CLASSES:
+                    raise ConfigError(file, f"{where}.{key}", key, "unknown op class", OP_CLASSES)
+                table[key] = {}
+                for pass_ in PASSES:
+                    if op == "embedding" and pass_ == "bwd_input":
+                        continue  # the input is indices: no gradient
+                    raw = _get(passes, (pass_,), file, f"{where}.{key}")
+                    table[key][pass_] = Fit.from_json(raw, file, f"{where}.{key}.{pass_}")
+            compute[precision] = table
+
+        kraw = _get(dev, ("kernels",), file, "device")
+        kernels: dict[tuple[str, ...], Fit] = {}
+        alias: dict[str, str] = {}
+        sources: dict[str, str] = {}
+
+        def fit_at(path: tuple[str, ...]) -> None:
+            raw = _get(kraw, path, file, "device.kernels")
+            kernels[path] = Fit.from_json(raw, file, "device.kernels." + ".".join(path))
+            if isinstance(raw, dict) and raw.get("source") in ("spec", "measured", "derived"):
+                sources.setdefault(path[0], raw["source"])
+
+        for family in KERNEL_FAMILIES:
+            if family == "sparsify":
+                for where in WHERE:
+                    for method in SPARSIFY_METHODS:
+                        fit_at(("sparsify", where, method))
+            elif family == "projection":
+                for kind in PROJECTION_KINDS:
+                    fit_at(("projection", kind))
+            elif family == "spmv":
+                fit_at(("spmv", "spmv"))
+                fit_at(("spmv", "spmm"))
+            elif family == "memcpy":
+                section = _get(kraw, ("memcpy",), file, "device.kernels")
+                for kind in MEMCPY_KINDS:
+                    raw = _get(section, (kind,), file, "device.kernels.memcpy")
+                    if isinstance(raw, str):
+                        if raw not in MEMCPY_KINDS or isinstance(section.get(raw), str):
+                            raise ConfigError(
+                                file, f"device.kernels.memcpy.{kind}", raw,
+                                "an alias must name a measured memcpy kind", MEMCPY_KINDS,
+                            )  # fmt: skip
+                        alias[kind] = raw
+                    else:
+                        fit_at(("memcpy", kind))
+            else:
+                fit_at((family,))
+        cache = dev.get("roofline", {}).get("cache_bytes", 0.0) if isinstance(dev, dict) else 0.0
+        try:
+            cache = float(cache)
+        except (TypeError, ValueError):
+            raise ConfigError(
+                file, "device.roofline.cache_bytes", cache, "must be a number"
+            ) from None
+        return cls(
+            data["name"], data["kind"], data["provenance"], compute, kernels, alias, file, sources,
+            cache,
+        )  # fmt: skip
+
+    # -- DeviceProfile -----------------------------------------------------------------
+    def _compute_fit(self, layer, precision: str, pass_: str) -> Fit:
+        if precision not in self.compute:
+            raise ConfigError(
+                self.file, f"device.compute.{precision}", None,
+                f"profile {self.name!r} has no {precision} fits; calibrate with "
+                f"--precisions fp32,{precision} or simulate at fp32",
+            )  # fmt: skip
+        table = self.compute[precision]
+        variant = layer_variant(layer)
+        if variant is not None:
+            fits = table.get(f"{layer.op}:{variant}")
+            if fits is not None:
+                return fits[pass_]
+        return table[layer.op][pass_]
+
+    def layer_time(self, layer, batch: int, precision: str, pass_: str) -> float:
+        """Seconds for one pass of ``layer`` at ``batch`` samples."""
+        if pass_ not in PASSES:
+            raise ValueError(f"pass must be one of {PASSES}, got {pass_!r}")
+        if pass_ == "bwd_weight" and layer.params == 0 and not layer.shape.get("tied"):
+            return 0.0
+        if pass_ == "bwd_input" and layer.op == "embedding":
+            return 0.0
+        fit = self._compute_fit(layer, precision, pass_)
+        return fit(layer_features(layer, batch, precision, pass_, self.cache_bytes))
+
+    def kernel_time(self, family: str, **params: float | str) -> float:
+        """Seconds for one kernel of ``family`` (parameters: :data:`KERNEL_FAMILIES`)."""
+        path = kernel_fit_path(family, params)
+        if path[0] == "memcpy" and path[1] in self.memcpy_alias:
+            path = ("memcpy", self.memcpy_alias[path[1]])
+        return self.kernels[path](kernel_features(family, params, self.cache_bytes))
+
+    def optimizer_time(self, num_params: int, precision: str) -> float:
+        """Seconds for an SGD-with-momentum step over ``num_params`` fp32 parameters."""
+        return self.kernel_time("optimizer", num_params=num_params)
+
+    def memcpy_time(self, nbytes: float, kind: str = "d2d") -> float:
+        """Seconds to copy ``nbytes`` bytes (``d2d``, ``h2d``, ``d2h`` or a full kind)."""
+        return self.kernel_time("memcpy", nbytes=nbytes, kind=kind)
+
+    def elementwise_time(self, nbytes: float) -> float:
+        """Seconds for a memory-bound kernel reading + writing ``nbytes`` bytes in total."""
+        return self.kernel_time("elementwise", nbytes=nbytes)
+
+    def source_of(self, family: str) -> str:
+        """``measured`` or ``derived`` (``spec`` where a derived profile took a family from
+        the target's spec sheet, e.g. host-device copies derived from a CPU profile)."""
+        return self.kernel_sources.get(family, self.kind)
+
+    def describe(self) -> str:
+        if self.kind == "derived":
+            src = self.provenance.get("derived_from", {})
+            src_name = src.get("name", "?") if isinstance(src, dict) else str(src)
+            return f"{self.name} (derived from {src_name})"
+        return f"{self.name} ({self.kind})"

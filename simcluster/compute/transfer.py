@@ -1,0 +1,442 @@
+"""Transfer model: derive a profile for a device nobody measured from one that was measured.
+
+Every cost model in a measured profile is a sum of terms ``coef * feature``
+(:mod:`simcluster.compute.measured`). The transfer model scales each term by the ratio
+of the two devices' rates for the resource that term stands for (a roofline ratio per
+term, so per op class and pass, since every op class and pass has its own fit)::
+
+    const term   (launch / dispatch, s)      x  launch_overhead_tgt / launch_overhead_src
+    flops term   (compute-bound, s/FLOP)     x  peak_flops_src[p]   / peak_flops_tgt[p]
+    other terms  (memory-bound, s/byte, s/element)
+                                             x  memory_bw_src       / memory_bw_tgt
+
+Kernels that run on the host CPU (``sparsify.host.*``) use the host's rates instead, and
+host <-> device copies the host link's. Assumption: an op class reaches the same fraction
+of the target's peak FLOP/s and memory bandwidth as it reached on the source.
+
+CPU source, GPU target: the constant of a CPU fit is per-call software cost (oneDNN
+set-up, thread wake-ups, 50-100 us for a convolution) that says nothing about a GPU's
+fixed cost, so it is not scaled: it becomes the target's launch overhead times the
+kernels the call launches (:data:`LAUNCHES`, the counts :class:`SpecProfile` assumes;
+one for a layer pass). Host kernels stay on a CPU and keep the ratio rule.
+
+Rates (:class:`DeviceSpec`) come from a spec profile (``calibrate/profiles/*.json``,
+kind ``spec``): ``peak_flops`` (FLOP/s per precision key), ``memory_bandwidth`` x
+``memory_efficiency`` (bytes/s), ``launch_overhead_s`` (s), ``host.memory_bandwidth`` x
+``host.efficiency`` (bytes/s), ``host_link_bandwidth`` (bytes/s). A measured profile
+whose device has no spec sheet (a CPU of unknown SKU) serves as its own: its
+``roofline`` section holds the attainable rates measured during calibration (large fp32
+GEMM, large copy, smallest-op dispatch time).
+
+``amp``: when the source has amp fits, they are scaled with the precision's peak
+(``fp16_tensor`` for matmul op classes where both devices have it). When it has none
+(a CPU source), amp fits are synthesised from the fp32 ones: flops terms of matmul op
+classes at the target's ``fp16_tensor`` peak (the same fraction of peak as in fp32),
+byte terms halved (2-byte activations). Stated in the derived profile's provenance.
+
+Host <-> device copies of a CPU source (which has no host link: its memcpy kinds are
+aliases of ``d2d``) come from the target's spec sheet: launch overhead + bytes /
+``host_link_bandwidth`` (pageable at half the pinned rate, as :class:`SpecProfile`
+assumes); those fits are marked ``"source": "spec"``.
+"""
+
+from __future__ import annotations
+
+import copy
+import datetime as _dt
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from simcluster.compute.measured import MEMCPY_KINDS, MeasuredProfile
+from simcluster.errors import ConfigError
+
+__all__ = [
+    "DeviceSpec",
+    "spec_from_profile_data",
+    "spec_from_roofline",
+    "load_spec",
+    "term_of",
+    "derive_profile_data",
+    "derive_profile",
+    "BIG_JUMP",
+]
+
+#: op classes whose math runs on tensor cores under amp
+MATMUL_OPS = ("conv", "linear", "attention", "lstm")
+
+#: kernel launches per call assumed when a CPU constant becomes GPU launches
+#: (as :meth:`SpecProfile.kernel_time` assumes them); anything else launches one
+LAUNCHES: dict[str, int | dict[str, int]] = {
+    "sparsify": {"exact": 2, "dgc": 4, "gaussian": 3, "random": 2, "threshold": 2},
+    "projection": 4,
+    "compress": 2,
+    "decompress": 2,
+}
+
+BIG_JUMP = 20.0
+"""A peak-FLOP or bandwidth ratio beyond this (either way) is flagged in the provenance."""
+
+
+@dataclass(frozen=True)
+class DeviceSpec:
+    """Rates the transfer model compares (FLOP/s, bytes/s, seconds)."""
+
+    name: str
+    peak_flops: dict[str, float]
+    memory_bandwidth: float
+    launch_overhead_s: float
+    host_bandwidth: float
+    host_launch_overhead_s: float
+    host_link_bandwidth: float | None = None
+    origin: str = "spec sheet"
+    notes: list[str] = field(default_factory=list)
+    #: ``gpu`` or ``cpu``: a CPU's per-call constants do not carry over to a GPU
+    processor: str = "gpu"
+
+    def peak(self, precision: str, op: str) -> tuple[str, float]:
+        """(key, FLOP/s) used for ``op`` at ``precision``."""
+        if precision == "amp" and op in MATMUL_OPS and "fp16_tensor" in self.peak_flops:
+            return "fp16_tensor", self.peak_flops["fp16_tensor"]
+        return "fp32", self.peak_flops["fp32"]
+
+
+def spec_from_profile_data(data: dict[str, Any], file: str = "<memory>") -> DeviceSpec:
+    """Rates of a spec profile (``kind: spec``): datasheet peaks x stated efficiencies."""
+    dev = data.get("device")
+    if not isinstance(dev, dict):
+        raise ConfigError(file, "device", None, "missing field")
+    for key in ("peak_flops", "memory_bandwidth", "launch_overhead_s"):
+        if key not in dev:
+            raise ConfigError(file, f"device.{key}", None, "missing field")
+    host = dev.get("host", {})
+    mem_eff = float(dev.get("memory_efficiency", 1.0))
+    gpu = "fp16_tensor" in dev["peak_flops"] or "host" in dev
+    return DeviceSpec(
+        name=str(data.get("name", Path(file).stem)),
+        peak_flops={k: float(v) for k, v in dev["peak_flops"].items()},
+        memory_bandwidth=float(dev["memory_bandwidth"]) * mem_eff,
+        launch_overhead_s=float(dev["launch_overhead_s"]),
+        host_bandwidth=float(host.get("memory_bandwidth", 20e9))
+        * float(host.get("efficiency", 0.5)),
+        host_launch_overhead_s=float(host.get("launch_overhead_s", 2e-6)),
+        host_link_bandwidth=float(dev["host_link_bandwidth"])
+        if "host_link_bandwidth" in dev
+        else None,
+        origin=f"spec profile {file}",
+        notes=[
+            "memory_bandwidth = datasheet x memory_efficiency "
+            f"({mem_eff}); host bandwidth = host.memory_bandwidth x host.efficiency"
+        ],
+        processor=str(dev.get("processor", "gpu" if gpu else "cpu")),
+    )
+
+
+def spec_from_roofline(data: dict[str, Any], file: str = "<memory>") -> DeviceSpec:
+    """Rates of a measured profile's ``device.roofline`` (attainable, measured)."""
+    roof = data.get("device", {}).get("roofline")
+    if not isinstance(roof, dict):
+        raise ConfigError(file, "device.roofline", None, "missing field")
+    for key in ("peak_flops", "memory_bandwidth", "launch_overhead_s"):
+        if key not in roof:
+            raise ConfigError(file, f"device.roofline.{key}", None, "missing field")
+    host = roof.get("host", {})
+    return DeviceSpec(
+        name=str(data.get("name", Path(file).stem)),
+        peak_flops={k: float(v) for k, v in roof["peak_flops"].items()},
+        memory_bandwidth=float(roof["memory_bandwidth"]),
+        launch_overhead_s=float(roof["launch_overhead_s"]),
+        host_bandwidth=float(host.get("memory_bandwidth", roof["memory_bandwidth"])),
+        host_launch_overhead_s=float(host.get("launch_overhead_s", roof["launch_overhead_s"])),
+        host_link_bandwidth=float(roof["host_link_bandwidth"])
+        if "host_link_bandwidth" in roof
+        else None,
+        origin=f"measured roofline of {file}",
+        notes=["attainable rates measured by calibration (GEMM, copy, smallest op)"],
+        processor="gpu"
+        if str(data.get("provenance", {}).get("device", "")).startswith("cuda")
+        else "cpu",
+    )
+
+
+def load_spec(name_or_path: str) -> tuple[DeviceSpec, str]:
+    """A spec profile by name or path -> (rates, file)."""
+    from simcluster.compute.loader import _read, _resolve, list_profiles
+    from simcluster.paths import profiles_dir
+
+    path = _resolve(name_or_path, profiles_dir(), "profile", list_profiles())
+    data = _read(path)
+    if data["kind"] != "spec":
+        raise ConfigError(
+            str(path), "kind", data["kind"], "the transfer model needs a spec sheet", ["spec"]
+        )
+    return spec_from_profile_data(data, str(path)), str(path)
+
+
+def term_of(feature: str) -> str:
+    """Which rate a feature's term scales with: ``launch``, ``compute`` or ``memory``."""
+    if feature == "const":
+        return "launch"
+    if feature == "flops":
+        return "compute"
+    return "memory"
+
+
+def _scale_fit(
+    fit: dict, ratios: dict[str, float], byte_factor: float = 1.0, launch_s: float | None = None
+) -> dict:
+    """Each term times its ratio; ``launch_s`` replaces the constant (CPU -> GPU)."""
+    out = {k: v for k, v in fit.items() if k in ("features", "coef", "source")}
+    coef = []
+    for f, c in zip(fit["features"], fit["coef"], strict=True):
+        if f == "const" and launch_s is not None:
+            coef.append(float(f"{launch_s:.6g}"))
+            continue
+        r = ratios[term_of(f)]
+        if term_of(f) == "memory":
+            r *= byte_factor
+        coef.append(float(f"{c * r:.6g}"))
+    out["coef"] = coef
+    return out
+
+
+def _launches(family: str, key: str | None = None) -> int:
+    n = LAUNCHES.get(family, 1)
+    return int(n.get(key or "", 1)) if isinstance(n, dict) else int(n)
+
+
+def _ratios(src: DeviceSpec, tgt: DeviceSpec, precision: str, op: str) -> dict[str, float]:
+    _, p_src = src.peak(precision, op)
+    _, p_tgt = tgt.peak(precision, op)
+    return {
+        "launch": tgt.launch_overhead_s / src.launch_overhead_s,
+        "compute": p_src / p_tgt,
+        "memory": src.memory_bandwidth / tgt.memory_bandwidth,
+    }
+
+
+def derive_profile_data(
+    measured: dict[str, Any],
+    source: DeviceSpec,
+    target: DeviceSpec,
+    name: str,
+    source_file: str = "<memory>",
+    command: str | None = None,
+) -> dict[str, Any]:
+    """The derived profile JSON (kind ``derived``) for ``target`` from ``measured``."""
+    if measured.get("kind") not in ("measured", "derived"):
+        raise ConfigError(
+            source_file, "kind", measured.get("kind"), "derive from a measured profile",
+            ["measured", "derived"],
+        )  # fmt: skip
+    MeasuredProfile.from_data(measured, source_file)  # validates every field first
+    dev = measured["device"]
+    compute_src = dev["compute"]
+    cross = source.processor == "cpu" and target.processor == "gpu"
+    launch = target.launch_overhead_s if cross else None
+    compute: dict[str, Any] = {}
+    for precision, classes in compute_src.items():
+        compute[precision] = {}
+        for key, passes in classes.items():
+            op = key.split(":", 1)[0]
+            r = _ratios(source, target, precision, op)
+            compute[precision][key] = {p: _scale_fit(f, r, 1.0, launch) for p, f in passes.items()}
+    notes: list[str] = []
+    if cross:
+        notes.append(
+            "CPU source, GPU target: fit constants (CPU per-call software cost) replaced by "
+            "the target's launch overhead x kernels launched (1 per layer pass; sparsify, "
+            "projection, compress, decompress as SpecProfile assumes); host kernels keep "
+            "the launch-overhead ratio"
+        )
+    if "amp" not in compute_src:
+        compute["amp"] = {}
+        for key, passes in compute_src["fp32"].items():
+            op = key.split(":", 1)[0]
+            r = _ratios(source, target, "fp32", op)
+            _, p_tgt_fp32 = target.peak("fp32", op)
+            _, p_tgt_amp = target.peak("amp", op)
+            r["compute"] *= p_tgt_fp32 / p_tgt_amp
+            compute["amp"][key] = {p: _scale_fit(f, r, 0.5, launch) for p, f in passes.items()}
+        notes.append(
+            "amp fits synthesised from fp32 fits: matmul op classes at the target's "
+            "fp16_tensor peak (same fraction of peak as fp32), byte terms halved"
+        )
+
+    dev_r = {
+        "launch": target.launch_overhead_s / source.launch_overhead_s,
+        "compute": source.peak_flops["fp32"] / target.peak_flops["fp32"],
+        "memory": source.memory_bandwidth / target.memory_bandwidth,
+    }
+    host_r = {
+        "launch": target.host_launch_overhead_s / source.host_launch_overhead_s,
+        "compute": 1.0,
+        "memory": source.host_bandwidth / target.host_bandwidth,
+    }
+
+    def lau(family: str, key: str | None = None) -> float | None:
+        return target.launch_overhead_s * _launches(family, key) if cross else None
+
+    kernels: dict[str, Any] = {}
+    for family, section in dev["kernels"].items():
+        if family == "sparsify":
+            kernels[family] = {
+                "device": {
+                    m: _scale_fit(f, dev_r, 1.0, lau(family, m))
+                    for m, f in section["device"].items()
+                },
+                "host": {m: _scale_fit(f, host_r) for m, f in section["host"].items()},
+            }
+        elif family == "memcpy":
+            kernels[family] = _derive_memcpy(section, source, target, dev_r, notes, lau(family))
+        elif isinstance(section, dict) and "features" in section:
+            kernels[family] = _scale_fit(section, dev_r, 1.0, lau(family))
+        else:
+            kernels[family] = {
+                k: _scale_fit(f, dev_r, 1.0, lau(family, k)) for k, f in section.items()
+            }
+
+    ratios_fp32 = {
+        "launch": dev_r["launch"],
+        "compute_fp32": dev_r["compute"],
+        "memory": dev_r["memory"],
+        "host_memory": host_r["memory"],
+    }
+    flagged = [
+        k for k, v in ratios_fp32.items() if k != "launch" and (v > BIG_JUMP or v < 1 / BIG_JUMP)
+    ]
+    src_prov = measured.get("provenance", {})
+    src_device = src_prov.get("device_name") or src_prov.get("description") or measured["name"]
+    warning = (
+        f"{src_device} -> {target.name} is a big jump (rate ratios {', '.join(flagged)} beyond "
+        f"{BIG_JUMP:g}x): the target's kernels differ in kind (cuDNN/cuBLAS vs CPU "
+        "libraries), so per-op-class efficiencies carried over from the source are a coarse "
+        "guess; replace with a profile measured on the target (calibrate/jobs/)"
+        if flagged
+        else None
+    )
+    prov = {
+        "description": f"{target.name} derived from measured profile {measured['name']}",
+        "derived_from": {
+            "name": measured["name"],
+            "file": source_file,
+            "kind": measured["kind"],
+            "device_name": src_device,
+            "date": src_prov.get("date"),
+            "command": src_prov.get("command"),
+        },
+        "transfer_model": "roofline ratio per term (simcluster/compute/transfer.py): const x "
+        "launch ratio (CPU -> GPU: target launch overhead x kernels launched), flops x peak "
+        "FLOP/s ratio, bytes/elements x memory bandwidth ratio; host kernels by host rates",
+        "assumption": "each op class reaches the same fraction of peak FLOP/s and memory "
+        "bandwidth on the target as on the source",
+        "source_rates": _spec_json(source),
+        "target_rates": _spec_json(target),
+        "ratios": {k: float(f"{v:.6g}") for k, v in ratios_fp32.items()},
+        "notes": notes,
+        "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "command": command,
+    }
+    if warning:
+        prov["warning"] = warning
+    return {
+        "schema_version": 1,
+        "name": name,
+        "kind": "derived",
+        "provenance": prov,
+        "device": {
+            "compute": compute,
+            "kernels": kernels,
+            "roofline": {
+                "peak_flops": dict(target.peak_flops),
+                "memory_bandwidth": target.memory_bandwidth,
+                "launch_overhead_s": target.launch_overhead_s,
+                # the spill threshold stays the source's: spec sheets carry no cache size
+                "cache_bytes": float(dev.get("roofline", {}).get("cache_bytes", 0.0)),
+                "host": {
+                    "memory_bandwidth": target.host_bandwidth,
+                    "launch_overhead_s": target.host_launch_overhead_s,
+                },
+                **(
+                    {"host_link_bandwidth": target.host_link_bandwidth}
+                    if target.host_link_bandwidth
+                    else {}
+                ),
+                "origin": target.origin,
+            },
+        },
+    }
+
+
+def _spec_json(s: DeviceSpec) -> dict[str, Any]:
+    d = asdict(s)
+    return {k: v for k, v in d.items() if v is not None}
+
+
+def _derive_memcpy(
+    section: dict[str, Any],
+    source: DeviceSpec,
+    target: DeviceSpec,
+    dev_r: dict[str, float],
+    notes: list[str],
+    launch_s: float | None = None,
+) -> dict[str, Any]:
+    out: dict[str, Any] = {"d2d": _scale_fit(section["d2d"], dev_r, 1.0, launch_s)}
+    link_r = None
+    if source.host_link_bandwidth and target.host_link_bandwidth:
+        link_r = {
+            "launch": dev_r["launch"],
+            "compute": 1.0,
+            "memory": source.host_link_bandwidth / target.host_link_bandwidth,
+        }
+    for kind in MEMCPY_KINDS[1:]:
+        raw = section.get(kind)
+        if isinstance(raw, dict) and link_r is not None:
+            out[kind] = _scale_fit(raw, link_r)
+        elif target.host_link_bandwidth:
+            factor = 2.0 if kind.endswith("pageable") else 1.0
+            out[kind] = {
+                "features": ["const", "nbytes"],
+                "coef": [target.launch_overhead_s, factor / target.host_link_bandwidth],
+                "source": "spec",
+            }
+        else:
+            out[kind] = "d2d"
+    if any(isinstance(v, dict) and v.get("source") == "spec" for v in out.values()):
+        notes.append(
+            "host <-> device copies from the target's spec sheet: launch overhead + bytes / "
+            "host_link_bandwidth (pageable at half the pinned rate); the source had no host link"
+        )
+    return out
+
+
+def derive_profile(
+    measured_path: str,
+    target: str,
+    out_name: str,
+    source_spec: str | None = None,
+    command: str | None = None,
+) -> dict[str, Any]:
+    """Derive from a measured profile file for target spec ``target`` (name or path).
+
+    ``source_spec``: the source device's spec profile; default its ``spec_profile`` field
+    if it names one, else its measured roofline.
+    """
+    from simcluster.compute.loader import _read, _resolve, list_profiles
+    from simcluster.paths import profiles_dir
+
+    path = _resolve(measured_path, profiles_dir(), "profile", list_profiles())
+    data = _read(path)
+    src_spec_name = source_spec or data.get("device", {}).get("spec_profile")
+    if src_spec_name:
+        src, _ = load_spec(src_spec_name)
+    else:
+        src = spec_from_roofline(data, str(path))
+    tgt, _ = load_spec(target)
+    return derive_profile_data(copy.deepcopy(data), src, tgt, out_name, str(path), command)
+
+
+def dumps(data: dict[str, Any]) -> str:
+    """Profile JSON text (one space indent keeps the sample arrays readable)."""
+    return json.dumps(data, indent=1) + "\n"
