@@ -9,6 +9,8 @@ and activation sizes in elements, compute in forward FLOPs per sample (one multi
 """
 
 from .model import OP_CLASSES, FrozenDict, Layer, Model, ShapeError
+from .radixnet import GRAPH_CHALLENGE_NEURONS, graph_challenge_radixnet, radixnet
+from .sparse import SparseDNN, SparseLayer, from_rows, random_k_per_row
 from .zoo import MODELS, ModelSpec, build_model, input_size_rule, list_models
 
 __all__ = [
@@ -22,4 +24,11 @@ __all__ = [
     "build_model",
     "input_size_rule",
     "list_models",
+    "GRAPH_CHALLENGE_NEURONS",
+    "SparseDNN",
+    "SparseLayer",
+    "from_rows",
+    "graph_challenge_radixnet",
+    "radixnet",
+    "random_k_per_row",
 ]

@@ -1,0 +1,150 @@
+"""Communication sets of a partitioned sparse DNN and the paper's Table 1 metrics.
+
+For layer ``k`` (SpMV paper, equations 8 and 9): processor ``m`` sends to ``n``
+the entries ``x^{k-1}(j)`` it owns for every column ``j`` that some row of
+``W^k`` owned by ``n`` uses (``Xsend_m^k``; ``Xrecv_n^k`` is the same message
+seen from ``n``). Each entry goes once per destination, however many of the
+destination's rows use it. In SpBP the same pairs exchange the partial sums
+``s^k(j)`` in the opposite direction (``Ssend`` / ``Srecv``), so one
+:class:`LayerComm` describes both passes.
+
+Table 1 metrics (:func:`table1_metrics`), all per layer of one SpFF pass in
+words (one vector entry; times the batch for SpMM), SpBP being its mirror:
+
+- avg / max send volume: words a processor sends, summed over the layers,
+  averaged / maximised over processors, divided by the number of layers;
+- avg / max messages: the same for the number of messages;
+- imbalance: per layer, the largest processor load over the average load
+  (load = nonzeros of owned rows, proportional to the FLOPs of SpMV,
+  transposed SpMV and update), averaged over layers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from simcluster.partition.network import NetworkPartition
+from simcluster.workload.sparse import SparseDNN, SparseLayer
+
+__all__ = ["LayerComm", "layer_comm", "comm_plan", "PartitionMetrics", "table1_metrics"]
+
+
+@dataclass(frozen=True, eq=False)
+class LayerComm:
+    """One layer's SpFF messages and per-processor work.
+
+    src, dst, words: one entry per message (sorted by src, then dst).
+    rows: rows of ``W^k`` owned by each processor.
+    nnz: nonzeros owned by each processor.
+    nnz_remote: owned nonzeros whose input entry lives on another processor.
+    rows_remote: owned rows with at least one such nonzero.
+    """
+
+    parts: int
+    src: np.ndarray
+    dst: np.ndarray
+    words: np.ndarray
+    rows: np.ndarray
+    nnz: np.ndarray
+    nnz_remote: np.ndarray
+    rows_remote: np.ndarray
+
+    @property
+    def nnz_local(self) -> np.ndarray:
+        return self.nnz - self.nnz_remote
+
+    @property
+    def volume(self) -> int:
+        return int(self.words.sum())
+
+    def send_words(self) -> np.ndarray:
+        return np.bincount(self.src, weights=self.words, minlength=self.parts).astype(np.int64)
+
+    def recv_words(self) -> np.ndarray:
+        return np.bincount(self.dst, weights=self.words, minlength=self.parts).astype(np.int64)
+
+    def send_messages(self) -> np.ndarray:
+        return np.bincount(self.src, minlength=self.parts)
+
+    def recv_messages(self) -> np.ndarray:
+        return np.bincount(self.dst, minlength=self.parts)
+
+
+def layer_comm(
+    layer: SparseLayer, in_owner: np.ndarray, out_owner: np.ndarray, parts: int
+) -> LayerComm:
+    """Messages of one layer: ``in_owner`` places ``x^{k-1}``, ``out_owner`` the rows."""
+    p = int(parts)
+    in_owner = np.asarray(in_owner, dtype=np.int64)
+    out_owner = np.asarray(out_owner, dtype=np.int64)
+    r = out_owner[layer.row_of_nnz]
+    c = in_owner[layer.indices]
+    remote = c != r
+    nnz = np.bincount(r, minlength=p)
+    nnz_remote = np.bincount(r[remote], minlength=p)
+    rows = np.bincount(out_owner, minlength=p)
+    rows_remote = np.bincount(out_owner[np.unique(layer.row_of_nnz[remote])], minlength=p)
+    # every (column, reader part) once; a message entry where reader != owner
+    keys = np.unique(layer.indices[remote].astype(np.int64) * p + r[remote])
+    col, reader = keys // p, keys % p
+    pairs, words = np.unique(in_owner[col] * p + reader, return_counts=True)
+    return LayerComm(
+        parts=p,
+        src=pairs // p,
+        dst=pairs % p,
+        words=words.astype(np.int64),
+        rows=rows,
+        nnz=nnz,
+        nnz_remote=nnz_remote,
+        rows_remote=rows_remote,
+    )
+
+
+def comm_plan(net: SparseDNN, partition: NetworkPartition) -> list[LayerComm]:
+    """:class:`LayerComm` of every layer, ``W^1`` first."""
+    o = partition.owners
+    return [layer_comm(w, o[k], o[k + 1], partition.parts) for k, w in enumerate(net.layers)]
+
+
+@dataclass(frozen=True)
+class PartitionMetrics:
+    """Table 1 figures of one partition (see the module docstring for definitions)."""
+
+    parts: int
+    backend: str
+    avg_volume: float
+    max_volume: float
+    avg_messages: float
+    max_messages: float
+    imbalance: float
+    volume_per_layer: float  # words moved by all processors per layer (SpFF)
+    partition_s: float
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def table1_metrics(plan: list[LayerComm], partition: NetworkPartition) -> PartitionMetrics:
+    p = partition.parts
+    layers = len(plan)
+    vol = np.zeros(p)
+    msgs = np.zeros(p)
+    imb = []
+    for lc in plan:
+        vol += lc.send_words()
+        msgs += lc.send_messages()
+        mean = lc.nnz.mean()
+        imb.append(float(lc.nnz.max() / mean) if mean > 0 else 1.0)
+    return PartitionMetrics(
+        parts=p,
+        backend=partition.backend,
+        avg_volume=float(vol.mean() / layers),
+        max_volume=float(vol.max() / layers),
+        avg_messages=float(msgs.mean() / layers),
+        max_messages=float(msgs.max() / layers),
+        imbalance=float(np.mean(imb)),
+        volume_per_layer=float(vol.sum() / layers),
+        partition_s=partition.seconds,
+    )

@@ -1,0 +1,252 @@
+"""Partitioning a whole sparse DNN, phase by phase, with an on-disk cache.
+
+:func:`partition_network` runs the section-5 model: phase ``k`` partitions the
+rows of ``W^k`` with the inputs fixed where phase ``k-1`` put them. The result,
+:class:`NetworkPartition`, holds an owner array per layer (``owners[0]`` for
+the input vector, ``owners[k]`` for the rows of ``W^k``) and the time each phase
+took.
+
+Partitions are cached as ``.npz`` files keyed by the network (name and content
+hash), the number of parts, the backend and its settings, epsilon and the
+seed. The cache folder is ``$SIMCLUSTER_CACHE_DIR`` if set, else
+``$XDG_CACHE_HOME/simcluster`` or ``~/.cache/simcluster``; never the source
+tree. ``random`` partitions take milliseconds and are not cached.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from simcluster.partition.backends import BACKENDS, kahypar_config_path, partition_phase
+from simcluster.partition.hypergraph import build_phase, connectivity_cut, input_owners
+from simcluster.workload.sparse import SparseDNN
+
+__all__ = ["NetworkPartition", "partition_network", "default_cache_dir", "CACHE_VERSION"]
+
+CACHE_VERSION = 1
+Progress = Callable[[int, int, str], None]
+
+
+def default_cache_dir() -> Path:
+    """Where cached partitions live (see the module docstring)."""
+    env = os.environ.get("SIMCLUSTER_CACHE_DIR")
+    if env:
+        return Path(env)
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    base = Path(xdg) if xdg else Path.home() / ".cache"
+    return base / "simcluster"
+
+
+@dataclass(frozen=True, eq=False)
+class NetworkPartition:
+    """Owners of every layer's neurons for ``parts`` processors.
+
+    owners: ``num_layers + 1`` int arrays; ``owners[k][i]`` = processor of neuron
+        ``i`` of layer ``k`` (layer 0 = input vector).
+    phase_seconds: wall time of each phase's partitioning (from the run that made
+        it, also when read back from the cache).
+    cut: connectivity cut of each phase (cost 2 per extra part).
+    """
+
+    network: str
+    parts: int
+    backend: str
+    epsilon: float
+    seed: int
+    owners: tuple[np.ndarray, ...]
+    phase_seconds: tuple[float, ...]
+    cut: tuple[int, ...]
+    cached: bool = False
+    settings: dict = field(default_factory=dict)
+
+    @property
+    def seconds(self) -> float:
+        """Total partitioning time (s)."""
+        return float(sum(self.phase_seconds))
+
+
+def _cache_key(net: SparseDNN, parts: int, backend: str, eps: float, seed: int, settings) -> str:
+    blob = json.dumps(
+        {
+            "v": CACHE_VERSION,
+            "network": net.name,
+            "fingerprint": net.fingerprint,
+            "parts": parts,
+            "backend": backend,
+            "epsilon": eps,
+            "seed": seed,
+            "settings": settings,
+        },
+        sort_keys=True,
+    )
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def _cache_file(folder: Path, net: SparseDNN, parts: int, backend: str, seed: int, key: str):
+    return folder / "partitions" / f"{net.name}-P{parts}-{backend}-s{seed}-{key[:16]}.npz"
+
+
+def _load(path: Path, net: SparseDNN) -> tuple[list[np.ndarray], list[float], list[int]] | None:
+    try:
+        with np.load(path) as z:
+            flat, phase_s, cut = z["owners"], z["phase_seconds"], z["cut"]
+    except (OSError, KeyError, ValueError):
+        return None  # unreadable: recompute and overwrite
+    widths = net.widths
+    if flat.size != sum(widths) or phase_s.size != net.num_layers:
+        return None
+    bounds = np.cumsum((0, *widths))
+    owners = [flat[bounds[i] : bounds[i + 1]].astype(np.int64) for i in range(len(widths))]
+    return owners, phase_s.tolist(), cut.tolist()
+
+
+def _save(path: Path, owners, phase_s, cut) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp.npz")
+    os.close(fd)
+    try:
+        np.savez_compressed(
+            tmp,
+            owners=np.concatenate(owners).astype(np.int32),
+            phase_seconds=np.asarray(phase_s, dtype=np.float64),
+            cut=np.asarray(cut, dtype=np.int64),
+        )
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+class _StatusLine:
+    """One self-overwriting line on stderr while partitioning (TTY only)."""
+
+    def __init__(self, wanted: bool = True) -> None:
+        self.enabled = wanted and sys.stderr.isatty()
+        self.width = 0
+
+    def __call__(self, text: str) -> None:
+        if self.enabled:
+            sys.stderr.write("\r" + text.ljust(self.width))
+            self.width = len(text)
+            sys.stderr.flush()
+
+    def clear(self) -> None:
+        if self.enabled and self.width:
+            sys.stderr.write("\r" + " " * self.width + "\r")
+            sys.stderr.flush()
+
+
+def partition_network(
+    net: SparseDNN,
+    parts: int,
+    backend: str = "kahypar",
+    epsilon: float = 0.01,
+    seed: int = 0,
+    *,
+    cache: bool = True,
+    cache_dir: str | Path | None = None,
+    kahypar_config: str | None = None,
+    mtkahypar_preset: str = "deterministic",
+    threads: int | None = None,
+    progress: Progress | None = None,
+    status: bool = True,
+) -> NetworkPartition:
+    """Partition every layer of ``net`` into ``parts`` (section-5 model, or random).
+
+    ``status``: show a one-line progress report on stderr when it is a terminal.
+    """
+    if backend not in BACKENDS:
+        from simcluster.errors import UnknownNameError
+
+        raise UnknownNameError("partitioner", backend, list(BACKENDS))
+    if parts < 1:
+        raise ValueError(f"parts must be >= 1, got {parts}")
+    settings: dict = {}
+    if backend == "kahypar":
+        cfg = kahypar_config_path(kahypar_config)
+        settings = {"config": hashlib.sha256(cfg.read_bytes()).hexdigest()[:16]}
+    elif backend == "mtkahypar":
+        settings = {"preset": mtkahypar_preset}
+    use_cache = cache and backend != "random"
+    path = None
+    if use_cache:
+        key = _cache_key(net, parts, backend, epsilon, seed, settings)
+        folder = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+        path = _cache_file(folder, net, parts, backend, seed, key)
+        if path.is_file():
+            hit = _load(path, net)
+            if hit is not None:
+                owners, phase_s, cut = hit
+                return NetworkPartition(
+                    net.name,
+                    parts,
+                    backend,
+                    epsilon,
+                    seed,
+                    tuple(owners),
+                    tuple(phase_s),
+                    tuple(cut),
+                    cached=True,
+                    settings=settings,
+                )
+    line = _StatusLine(status)
+    owners: list[np.ndarray] = []
+    phase_s: list[float] = []
+    cut: list[int] = []
+    t_start = time.perf_counter()
+    prev: np.ndarray | None = None
+    rng_in = np.random.default_rng([seed, parts, 7])
+    for k, layer in enumerate(net.layers, start=1):
+        t0 = time.perf_counter()
+        hg = build_phase(layer, prev)
+        rows = partition_phase(
+            hg,
+            parts,
+            backend,
+            epsilon,
+            seed * 1_000_003 + k,
+            kahypar_config=kahypar_config,
+            mtkahypar_preset=mtkahypar_preset,
+            threads=threads,
+        )
+        if prev is None:  # phase 1 decides where the input vector lives
+            if backend == "random":
+                prev = rng_in.integers(0, parts, size=layer.cols, dtype=np.int64)
+            else:
+                prev = input_owners(layer, rows, parts)
+            owners.append(prev)
+            hg = build_phase(layer, prev)
+        phase_s.append(time.perf_counter() - t0)
+        cut.append(connectivity_cut(hg, rows, parts))
+        owners.append(rows)
+        prev = rows
+        label = f"{net.name}: {backend} P={parts} layer {k}/{net.num_layers}"
+        if progress:
+            progress(k, net.num_layers, label)
+        line(f"partitioning {label} ({time.perf_counter() - t_start:.1f} s)")
+    line.clear()
+    if path is not None:
+        _save(path, owners, phase_s, cut)
+    return NetworkPartition(
+        net.name,
+        parts,
+        backend,
+        epsilon,
+        seed,
+        tuple(owners),
+        tuple(phase_s),
+        tuple(cut),
+        cached=False,
+        settings=settings,
+    )

@@ -1,0 +1,511 @@
+"""Model-parallel sparse DNN training by SpMV (shared/papers/004_*, sections 4-5).
+
+The rows of every weight matrix ``W^k`` are split among the P ranks by a
+partitioner (``kahypar`` / ``mtkahypar``: the section-5 hypergraph model with
+fixed vertices; ``random``: the paper's SGD baseline). One step is SGD on
+``batch`` input vectors (``workload.batch_per_gpu``; 1 = one vector, more =
+mini-batch SGD with SpMM), per rank ``m``:
+
+SpFF, layer k = 1..L (Algorithm 2)
+    ``f{k}.pack``   gather the entries of ``x^{k-1}`` other ranks need, one buffer
+                    per message (category ``comm``);
+    ``f{k}.x``      non-blocking sends of the layer's messages (p2p, ``comm``);
+    ``f{k}.loc``    local SpMV over the nonzeros whose inputs are local, overlapping
+                    the sends (``spmv``);
+    ``f{k}.rem``    once the messages to ``m`` arrived: the remote part, then the
+                    activation (``spmv``).
+SpBP, layer k = L..1 (Algorithm 3)
+    ``b{k}.spmv``   ``delta^k`` (sum of the partial sums received, times f'), then
+                    ``s^k = (W_m^k)^T delta^k`` (``spmv``); for k = 1 only
+                    ``delta^1`` (``b1.delta``): ``delta^0`` is never used;
+    ``b{k}.pack``, ``b{k}.x``  send the partial sums back along the SpFF pairs,
+                    reversed (``comm``);
+    ``b{k}.upd``    outer-product update of the owned rows, overlapping the sends
+                    (``update``).
+
+Kernel times come from the device profile (``spmv``, ``outer_update``,
+``elementwise`` for each message buffer and for the activations); an entry is
+``word_bytes`` bytes times the batch. The engine sees a layer's exchange as one
+p2p collective held by every rank that sends or receives in it: the inter-node
+messages of each node pair travel as one flow between the two nodes' lowest
+ranks, carrying the layer's mean node-pair bytes (so the layer's inter-node
+bytes are exact and NIC contention is computed), and pay the network profile's
+start-up latency once, concurrently with the other pairs. Intra-node messages
+are shared-memory copies charged to the sender's pack. Per-message CPU cost is
+the launch overhead of each message's pack (and, in SpBP, sum) kernel.
+
+A step is ``batch`` vectors, every rank takes part in every vector, so a run of
+``vectors`` input vectors per epoch has ``vectors / batch`` steps at any P (the
+study's data-parallel step count is not used). Time per input vector = step
+time / batch. The Table 1 metrics of the partition and its partitioning time
+are in each record's ``segments[].extra``; ``simcluster spmv-table`` prints them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Literal
+
+import numpy as np
+from pydantic import Field
+
+from simcluster.collectives import CollectiveCall
+from simcluster.partition import (
+    LayerComm,
+    NetworkPartition,
+    PartitionMetrics,
+    comm_plan,
+    partition_network,
+    table1_metrics,
+)
+from simcluster.program import RankClass, collective, compute
+from simcluster.schedules.base import (
+    BuildContext,
+    Iteration,
+    Options,
+    RunShape,
+    Schedule,
+    Segment,
+    register,
+)
+from simcluster.workload.radixnet import graph_challenge_radixnet
+from simcluster.workload.sparse import SparseDNN, random_k_per_row
+
+__all__ = ["SpMV", "SpMVOptions", "network_for", "partition_for", "table1_for"]
+
+
+class SpMVOptions(Options):
+    neurons: int = Field(1024, ge=2, le=1 << 22, description="neurons per layer")
+    layers: int = Field(120, ge=1, le=100_000, description="weight layers")
+    generator: Literal["radixnet", "random"] = Field(
+        "radixnet", description="RadiX-Net (Graph Challenge shape) or k random inputs per row"
+    )
+    connections: int = Field(32, ge=1, le=4096, description="inputs per neuron")
+    radix: int = Field(2, ge=2, le=4096, description="RadiX-Net radix (width = connections/radix)")
+    permute: bool = Field(True, description="relabel RadiX-Net neurons at random (seeded)")
+    network_seed: int = Field(0, ge=0, le=2**32 - 1, description="seed of the network")
+    partitioner: Literal["kahypar", "mtkahypar", "random"] = "kahypar"
+    epsilon: float = Field(0.01, ge=0, le=1, description="allowed imbalance per layer")
+    kahypar_config: str | None = Field(None, description=".ini file; default: shipped preset")
+    mtkahypar_preset: Literal["deterministic", "default", "quality"] = "deterministic"
+    threads: int | None = Field(
+        None, ge=1, le=1024, description="Mt-KaHyPar threads (first use wins)"
+    )
+    cache: bool = Field(True, description="keep partitions on disk")
+    cache_dir: str | None = Field(None, description="default $SIMCLUSTER_CACHE_DIR or ~/.cache")
+    vectors: int = Field(60_000, ge=1, description="input vectors per epoch (MNIST: 60000)")
+    word_bytes: int = Field(4, ge=1, le=16, description="bytes per vector entry on the wire")
+
+
+# --- network and partition (cached in memory; partitions also on disk) ----------------------
+
+
+@lru_cache(maxsize=8)
+def _network(gen: str, neurons: int, layers: int, k: int, radix: int, permute: bool, seed: int):
+    if gen == "radixnet":
+        return graph_challenge_radixnet(neurons, layers, k, permute, seed, radix)
+    return random_k_per_row(neurons, layers, k, seed)
+
+
+def network_for(o: SpMVOptions) -> SparseDNN:
+    """The sparse DNN the options describe."""
+    try:
+        return _network(
+            o.generator, o.neurons, o.layers, o.connections, o.radix, o.permute, o.network_seed
+        )
+    except ValueError as exc:
+        from simcluster.errors import UserError
+
+        raise UserError(f"spmv options: {exc}") from None
+
+
+_PARTS: dict[tuple, tuple[NetworkPartition, list[LayerComm], PartitionMetrics]] = {}
+
+
+def partition_for(
+    o: SpMVOptions, parts: int, seed: int, progress: Callable | None = None, status: bool = True
+) -> tuple[NetworkPartition, list[LayerComm], PartitionMetrics]:
+    """(partition, per-layer communication, Table 1 metrics) for ``parts`` ranks."""
+    net = network_for(o)
+    key = (
+        net.fingerprint,
+        parts,
+        o.partitioner,
+        o.epsilon,
+        seed,
+        o.kahypar_config,
+        o.mtkahypar_preset,
+    )
+    hit = _PARTS.get(key)
+    if hit is None:
+        part = partition_network(
+            net,
+            parts,
+            o.partitioner,
+            o.epsilon,
+            seed,
+            cache=o.cache,
+            cache_dir=o.cache_dir,
+            kahypar_config=o.kahypar_config,
+            mtkahypar_preset=o.mtkahypar_preset,
+            threads=o.threads,
+            progress=progress,
+            status=status,
+        )
+        plan = comm_plan(net, part)
+        hit = (part, plan, table1_metrics(plan, part))
+        if len(_PARTS) >= 16:
+            _PARTS.pop(next(iter(_PARTS)))
+        _PARTS[key] = hit
+    return hit
+
+
+def table1_for(o: SpMVOptions, parts: int, seed: int = 0) -> PartitionMetrics:
+    """The paper's Table 1 figures for these options at ``parts`` ranks."""
+    return partition_for(o, parts, seed)[2]
+
+
+# --- programs --------------------------------------------------------------------------------
+
+
+class _Costs:
+    """Kernel times from the device profile, evaluated once per distinct argument.
+
+    Every method takes per-rank (or per-message) integer arrays and returns seconds;
+    zero work costs nothing (no kernel is launched).
+    """
+
+    def __init__(self, profile, batch: int, word_bytes: int) -> None:
+        self.p = profile
+        self.b = batch
+        self.wb = word_bytes
+        self._memo: dict[tuple, float] = {}
+
+    def _map(self, family: str, fn, *cols: np.ndarray) -> np.ndarray:
+        arrs = [np.asarray(c, dtype=np.int64).reshape(-1) for c in cols]
+        if arrs[0].size == 0:
+            return np.zeros(0)
+        code = arrs[0]
+        for c in arrs[1:]:  # one integer per argument tuple
+            code = code * (int(c.max()) + 1) + c
+        _, first, inv = np.unique(code, return_index=True, return_inverse=True)
+        out = np.empty(first.size)
+        for i, j in enumerate(first.tolist()):
+            args = tuple(int(a[j]) for a in arrs)
+            key = (family, *args)
+            t = self._memo.get(key)
+            if t is None:
+                t = 0.0 if not any(args) else float(fn(*args))
+                self._memo[key] = t
+            out[i] = t
+        return out[inv.reshape(-1)]
+
+    def spmv(self, nnz: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        k = self.p.kernel_time
+        return self._map("spmv", lambda n, r: k("spmv", nnz=n, rows=r, batch=self.b), nnz, rows)
+
+    def update(self, nnz: np.ndarray) -> np.ndarray:
+        k = self.p.kernel_time
+        return self._map("update", lambda n: k("outer_update", nnz=n, batch=self.b), nnz)
+
+    def elementwise(self, elems: np.ndarray, bytes_per_elem: int) -> np.ndarray:
+        """A memory-bound pass over ``elems x batch`` entries of ``bytes_per_elem`` bytes."""
+        k = self.p.kernel_time
+        per = bytes_per_elem * self.b
+        return self._map(f"ew{per}", lambda n: k("elementwise", nbytes=n * per), np.asarray(elems))
+
+
+@dataclass(frozen=True, eq=False)
+class _Exchange:
+    """One layer's messages as the engine sees them (SpBP uses the reverse pairs).
+
+    forward / backward: one p2p call per direction whose pairs are the node pairs
+        that exchange inter-node messages (one flow per pair, from the lowest rank
+        of each node, carrying the mean node-pair bytes of the layer).
+    sends / recvs: whether each rank sends / receives anything in SpFF.
+    pack: SpFF sender CPU time: a gather per message, plus a copy through shared
+        memory for intra-node messages. back_pack: the same for SpBP senders.
+    combine: SpBP receiver time: a scatter-add per message received.
+    """
+
+    forward: CollectiveCall
+    backward: CollectiveCall
+    sends: np.ndarray
+    recvs: np.ndarray
+    pack: np.ndarray
+    back_pack: np.ndarray
+    combine: np.ndarray
+
+
+def _exchange(lc: LayerComm, node: np.ndarray, rep: dict, cost: _Costs, wire: int) -> _Exchange:
+    P, wb = lc.parts, cost.wb
+    inter = node[lc.src] != node[lc.dst]
+    gather = cost.elementwise(lc.words, 2 * wb + 4)  # read value + index, write buffer
+    shm = np.where(inter, 0.0, cost.elementwise(lc.words, 2 * wb))  # through shared memory
+    scatter = cost.elementwise(lc.words, 3 * wb + 4)  # read buffer, add into s, index
+
+    def per_rank(who: np.ndarray, t: np.ndarray) -> np.ndarray:
+        return np.bincount(who, weights=t, minlength=P) if t.size else np.zeros(P)
+
+    ns, nd = node[lc.src[inter]], node[lc.dst[inter]]
+    width = int(node.max()) + 1 if node.size else 1
+    keys, inv = np.unique(ns * width + nd, return_inverse=True)
+    nbytes = np.bincount(inv, weights=lc.words[inter]) * wire if keys.size else np.zeros(0)
+    mean = float(nbytes.mean()) if nbytes.size else 0.0
+    pairs = [(rep[int(a)], rep[int(c)]) for a, c in zip(keys // width, keys % width, strict=True)]
+    return _Exchange(
+        forward=CollectiveCall("p2p", tuple(pairs), mean, "direct"),
+        backward=CollectiveCall("p2p", tuple((d, s) for s, d in pairs), mean, "direct"),
+        sends=np.bincount(lc.src, minlength=P) > 0,
+        recvs=np.bincount(lc.dst, minlength=P) > 0,
+        pack=per_rank(lc.src, gather + shm),
+        back_pack=per_rank(lc.dst, gather + shm),
+        combine=per_rank(lc.src, scatter),
+    )
+
+
+@register
+class SpMV(Schedule):
+    name = "spmv"
+    summary = "model-parallel sparse DNN SGD: row-partitioned SpMV, p2p between layers"
+    Options = SpMVOptions
+
+    def plan(self, ctx: BuildContext, run: RunShape) -> list[Segment]:
+        o: SpMVOptions = self.options  # type: ignore[assignment]
+        full, rem = divmod(o.vectors, ctx.batch)
+        segs = []
+        if full:
+            segs.append(Segment("step", self.build(ctx), full * run.epochs, 1))
+        if rem:
+            segs.append(Segment("last step", self.build(ctx.with_batch(rem)), run.epochs, 1))
+        return segs
+
+    def build(self, ctx: BuildContext) -> Iteration:
+        o: SpMVOptions = self.options  # type: ignore[assignment]
+        net = network_for(o)
+        part, plan, metrics = partition_for(o, ctx.gpus, ctx.seed)
+        classes = self._programs(ctx, net, plan)
+        extra = {
+            "network": net.name,
+            "network_description": net.description,
+            "partitioner": o.partitioner,
+            "partition_cached": part.cached,
+            "table1": metrics.as_dict(),
+            "vectors_per_step": ctx.batch,
+        }
+        return Iteration(classes, samples=ctx.batch, extra=extra)
+
+    def _programs(self, ctx: BuildContext, net: SparseDNN, plan: list[LayerComm]):
+        o: SpMVOptions = self.options  # type: ignore[assignment]
+        P, L, wb = ctx.gpus, net.num_layers, o.word_bytes
+        cost = _Costs(ctx.profile, ctx.batch, wb)
+        node = np.asarray(ctx.cluster.rank_node[:P], dtype=np.int64)
+        rep = {int(n): int(np.flatnonzero(node == n)[0]) for n in np.unique(node)}
+        ex = [_exchange(lc, node, rep, cost, ctx.batch * wb) for lc in plan]
+        progs = [RankClass(f"r{m}", (m,)) for m in range(P)]
+        ops = [p.ops for p in progs]
+
+        for k in range(1, L + 1):  # SpFF
+            lc, x = plan[k - 1], ex[k - 1]
+            act = cost.elementwise(lc.rows, 3 * wb)  # f(z) and f'(z)
+            t_loc = cost.spmv(lc.nnz_local, lc.rows).tolist()
+            t_rem = (cost.spmv(lc.nnz_remote, lc.rows_remote) + act).tolist()
+            pack, sends, recvs = x.pack.tolist(), x.sends.tolist(), x.recvs.tolist()
+            xid = f"f{k}.x"
+            for m in range(P):
+                o_m = ops[m]
+                if sends[m]:
+                    o_m.append(compute(f"f{k}.pack", pack[m], "comm"))
+                    o_m.append(collective(xid, x.forward, "comm", (f"f{k}.pack",)))
+                elif recvs[m]:
+                    o_m.append(collective(xid, x.forward, "comm"))
+                o_m.append(compute(f"f{k}.loc", t_loc[m], "spmv"))
+                o_m.append(compute(f"f{k}.rem", t_rem[m], "spmv", (xid,) if recvs[m] else ()))
+
+        for k in range(L, 0, -1):  # SpBP: the SpFF pairs reversed
+            lc, x = plan[k - 1], ex[k - 1]
+            delta = cost.elementwise(lc.rows, 3 * wb)  # delta^k = s^{k+1} * f'(z^k)
+            above = ex[k] if k < L else None
+            back = above.sends.tolist() if above is not None else [False] * P
+            if above is not None:
+                delta = delta + above.combine
+            t_upd = cost.update(lc.nnz).tolist()
+            if k == 1:
+                t_delta = delta.tolist()
+                for m in range(P):
+                    deps = ("b2.x",) if back[m] else ()
+                    ops[m].append(compute("b1.delta", t_delta[m], "spmv", deps))
+                    ops[m].append(compute("b1.upd", t_upd[m], "update"))
+                continue
+            t_bsp = (delta + cost.spmv(lc.nnz, lc.rows)).tolist()
+            pack, sends, recvs = x.back_pack.tolist(), x.recvs.tolist(), x.sends.tolist()
+            xid, wait = f"b{k}.x", (f"b{k + 1}.x",)
+            for m in range(P):
+                o_m = ops[m]
+                o_m.append(compute(f"b{k}.spmv", t_bsp[m], "spmv", wait if back[m] else ()))
+                if sends[m]:
+                    o_m.append(compute(f"b{k}.pack", pack[m], "comm"))
+                    o_m.append(collective(xid, x.backward, "comm", (f"b{k}.pack",)))
+                elif recvs[m]:
+                    o_m.append(collective(xid, x.backward, "comm"))
+                o_m.append(compute(f"b{k}.upd", t_upd[m], "update"))
+        return progs
+
+
+# --- scenario-level helpers for the CLI: warm the partition cache, Table 1 --------------------
+
+
+def spmv_specs(sc) -> list[tuple[str, SpMVOptions]]:
+    """(label, options) of every ``spmv`` schedule of a scenario."""
+    return [
+        (spec.display, SpMVOptions.model_validate(spec.options))
+        for spec in sc.schedules
+        if spec.name == SpMV.name
+    ]
+
+
+def _prefetch_job(options: dict, parts: int, seed: int) -> tuple[float, bool]:
+    part = partition_for(SpMVOptions.model_validate(options), parts, seed, status=False)[0]
+    return part.seconds, part.cached
+
+
+def prefetch_partitions(sc, workers: int | None = None) -> None:
+    """Compute the scenario's missing hypergraph partitions, KaHyPar jobs in parallel.
+
+    Phases of one network depend on each other, but (network, P) jobs do not;
+    with ``workers`` processes (default: CPU count) a cold cache fills that much
+    faster. Mt-KaHyPar jobs run here, one after another (they are multi-threaded).
+    """
+    import multiprocessing
+    import os
+    import sys
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    jobs = [
+        (label, o, p)
+        for label, o in spmv_specs(sc)
+        for p in sc.study.gpus
+        if o.partitioner != "random" and o.cache and p > 1
+    ]
+    if not jobs:
+        return
+    jobs.sort(key=lambda j: -j[1].neurons * j[2])  # biggest first
+    tty = sys.stderr.isatty()
+
+    def note(done: int, label: str, parts: int, sec: float, cached: bool) -> None:
+        if tty:
+            how = "cached" if cached else f"{sec:.1f} s"
+            sys.stderr.write(f"\rpartitions {done}/{len(jobs)}: {label} P={parts} ({how})\x1b[K")
+            sys.stderr.flush()
+
+    kah = [j for j in jobs if j[1].partitioner == "kahypar"]
+    other = [j for j in jobs if j[1].partitioner != "kahypar"]
+    done = 0
+    n = min(workers or os.cpu_count() or 1, len(kah))
+    if n > 1:
+        ctx = multiprocessing.get_context("spawn")  # no fork of a threaded parent
+        with ProcessPoolExecutor(max_workers=n, mp_context=ctx) as pool:
+            futs = {
+                pool.submit(_prefetch_job, o.model_dump(), p, sc.seed): (label, p)
+                for label, o, p in kah
+            }
+            for f in as_completed(futs):
+                sec, cached = f.result()
+                done += 1
+                note(done, *futs[f], sec, cached)
+    else:
+        other = kah + other
+    for label, o, p in other:
+        part = partition_for(o, p, sc.seed)[0]
+        done += 1
+        note(done, label, p, part.seconds, part.cached)
+    if tty:
+        sys.stderr.write("\r\x1b[K")
+
+
+def _network_key(o: SpMVOptions) -> tuple:
+    return (o.generator, o.neurons, o.layers, o.connections, o.radix, o.permute, o.network_seed)
+
+
+def _fmt(x: float, digits: int = 1) -> str:
+    return f"{x:,.{digits}f}"
+
+
+def table1_tables(sc, records: list[dict] | None = None) -> list[tuple[str, list[str], list]]:
+    """The paper's Table 1 for each network of the scenario: (title, headers, rows).
+
+    Per P: a ratio row (hypergraph / random) when the scenario has both, then the
+    actual values of every partitioner. With ``records`` (from a run), the time per
+    input vector and its breakdown on rank 0 are added: SpMV and update are kernel
+    time, comm is the rest (packing, sends, waiting for messages and for partners).
+    """
+    specs = spmv_specs(sc)
+    groups: dict[tuple, list[tuple[str, SpMVOptions]]] = {}
+    for label, o in specs:
+        groups.setdefault(_network_key(o), []).append((label, o))
+    rec = {(r["schedule"], r["gpus"]): r for r in records or []}
+    headers = ["P", "partitioner", "avg vol", "max vol", "avg msgs", "max msgs", "imbalance"]
+    headers += ["partition s"]
+    if records:
+        headers += ["t/vector", "comm", "SpMV", "update"]
+    out = []
+    for members in groups.values():
+        net = network_for(members[0][1])
+        base = next(((lab, o) for lab, o in members if o.partitioner == "random"), None)
+        rows: list[list] = []
+        for p in sc.study.gpus:
+            m = {lab: partition_for(o, p, sc.seed)[2] for lab, o in members}
+            if base is not None:
+                r0 = m[base[0]]
+                for lab, o in members:
+                    if o.partitioner == "random":
+                        continue
+                    h = m[lab]
+                    ratio = [
+                        h.avg_volume / r0.avg_volume if r0.avg_volume else float("nan"),
+                        h.max_volume / r0.max_volume if r0.max_volume else float("nan"),
+                        h.avg_messages / r0.avg_messages if r0.avg_messages else float("nan"),
+                        h.max_messages / r0.max_messages if r0.max_messages else float("nan"),
+                    ]
+                    row = [p, f"{lab} / {base[0]}", *(f"{v:.2f}" for v in ratio), "", ""]
+                    rows.append(row + ([""] * 4 if records else []))
+            for lab, _o in members:
+                t = m[lab]
+                row = [
+                    p if base is None else "",
+                    lab,
+                    _fmt(t.avg_volume),
+                    _fmt(t.max_volume),
+                    _fmt(t.avg_messages, 2),
+                    _fmt(t.max_messages, 2),
+                    f"{t.imbalance:.3f}",
+                    f"{t.partition_s:.1f}",
+                ]
+                if records:
+                    r = rec.get((lab, p))
+                    if r is None:
+                        row += ["-"] * 4
+                    else:
+                        b = r.get("breakdown_s", {})
+                        per = 1.0 / max(_samples_per_step(r), 1)
+                        t_vec = r["iteration_time_s"] * per
+                        spmv, upd = b.get("spmv", 0.0) * per, b.get("update", 0.0) * per
+                        row += [_us(t_vec), _us(t_vec - spmv - upd), _us(spmv), _us(upd)]
+                rows.append(row)
+        title = (
+            f"{net.name}: {net.description}. Table 1 of the SpMV paper, per layer of one "
+            f"SpFF pass (SpBP mirrors it), volumes in vector entries"
+        )
+        out.append((title, headers, rows))
+    return out
+
+
+def _samples_per_step(record: dict) -> int:
+    seg = (record.get("segments") or [{}])[0]
+    return int(seg.get("extra", {}).get("vectors_per_step", 1))
+
+
+def _us(seconds: float) -> str:
+    return f"{seconds * 1e6:,.1f} us"

@@ -1,0 +1,170 @@
+"""RadiX-Net sparse DNN topologies (Robinett and Kepner, "RadiX-Net: Structured
+Sparse Matrices for Deep Neural Networks", IPDPS GrAPL 2019), written from the
+published description.
+
+Construction, in this module's terms:
+
+- A *mixed-radix system* is a list of radices ``(r_1, ..., r_d)`` whose product
+  is ``n``. It defines ``d`` layers of ``n`` neurons. Layer ``i`` has place
+  value ``p_i = r_1 * ... * r_(i-1)`` and joins input neuron ``x`` to output
+  neurons ``x, x + p_i, ..., x + (r_i - 1) p_i`` (mod ``n``). After the ``d``
+  layers every input reaches every output along exactly one path, and every
+  neuron of layer ``i`` has ``r_i`` inputs.
+- Several systems (same ``n``) are chained for deeper networks; here the
+  system list is repeated cyclically until the requested number of layers is
+  reached, so any depth is possible.
+- Each layer is then widened by a Kronecker product with a dense block: with
+  widths ``B_0 .. B_L``, layer ``k`` has ``B_k * n`` neurons, neuron
+  ``(a, y)`` (index ``a * n + y``) is joined to every ``(b, x)`` whose base
+  neurons ``x -> y`` are joined, so a neuron has ``B_(k-1) * r_k`` inputs.
+- Optionally (``permute``) the neurons of every layer are relabelled by a
+  seeded random permutation. Relabelling changes no property of the network or
+  of any partition quality; it only hides the block structure, as a file of
+  the Graph Challenge networks would.
+
+:func:`graph_challenge_radixnet` picks the parameters for the Sparse DNN Graph
+Challenge sizes (N = 1024, 4096, 16384, 65536 neurons, 32 connections per
+neuron). The SpMV paper (shared/papers/004_*) only says the networks come
+from RadiX-Net with a given number of layers and neurons; the exact radices
+are an assumption of this module: radix-2 systems (``n = N / 16 = 2^d``
+neurons, place values 1, 2, ..., n/2) widened by dense 16 x 16 blocks. That
+gives every challenge size exactly 32 inputs and 32 outputs per neuron.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from simcluster.workload.sparse import SparseDNN, SparseLayer
+
+__all__ = ["radixnet", "graph_challenge_radixnet", "GRAPH_CHALLENGE_NEURONS"]
+
+#: neurons per layer of the Sparse DNN Graph Challenge networks
+GRAPH_CHALLENGE_NEURONS = (1024, 4096, 16384, 65536)
+
+
+def _mixed_radix_layer(n: int, radix: int, place: int, b_in: int, b_out: int) -> np.ndarray:
+    """Column ids ``(b_out * n, b_in * radix)`` of one Kronecker-widened radix layer."""
+    y = np.arange(n, dtype=np.int64)
+    base = (y[:, None] - place * np.arange(radix, dtype=np.int64)[None, :]) % n  # (n, r)
+    blocks = np.arange(b_in, dtype=np.int64)[None, :, None] * n
+    cols = (blocks + base[:, None, :]).reshape(n, b_in * radix)
+    return np.tile(cols, (b_out, 1))
+
+
+def _layer_from_table(rows: int, cols: int, table: np.ndarray) -> SparseLayer:
+    table = np.sort(table, axis=1)
+    k = table.shape[1]
+    if k > 1 and np.any(table[:, 1:] == table[:, :-1]):
+        raise ValueError("a neuron would be joined twice to the same input; check the radices")
+    indptr = np.arange(rows + 1, dtype=np.int64) * k
+    return SparseLayer(rows, cols, indptr, table.reshape(-1).astype(np.int32))
+
+
+def radixnet(
+    radix_lists: Sequence[Sequence[int]],
+    widths: int | Sequence[int] = 1,
+    layers: int | None = None,
+    permute: bool = False,
+    seed: int = 0,
+    name: str | None = None,
+) -> SparseDNN:
+    """A RadiX-Net (see the module docstring).
+
+    radix_lists: mixed-radix systems; every list's product must be the same ``n``.
+    widths: dense Kronecker widths ``B_0 .. B_L`` (one int = the same for every layer).
+    layers: number of weight layers (default: the total number of radices);
+        the radices are repeated cyclically.
+    permute: relabel each layer's neurons by a random permutation drawn from ``seed``.
+    """
+    systems = [tuple(int(r) for r in rl) for rl in radix_lists]
+    if not systems or any(not rl for rl in systems):
+        raise ValueError("radix_lists must hold at least one non-empty list")
+    if any(r < 1 for rl in systems for r in rl):
+        raise ValueError("radices must be positive integers")
+    n = math.prod(systems[0])
+    if any(math.prod(rl) != n for rl in systems):
+        raise ValueError(f"every radix list must multiply to the same n (first gives {n})")
+    flat: list[tuple[int, int]] = []  # (radix, place value)
+    for rl in systems:
+        place = 1
+        for r in rl:
+            flat.append((r, place))
+            place *= r
+    num = layers if layers is not None else len(flat)
+    if num < 1:
+        raise ValueError("layers must be >= 1")
+    if isinstance(widths, int):
+        bw = [widths] * (num + 1)
+    else:
+        bw = [int(b) for b in widths]
+        if len(bw) != num + 1:
+            raise ValueError(f"widths needs layers + 1 = {num + 1} entries, got {len(bw)}")
+    if any(b < 1 for b in bw):
+        raise ValueError("widths must be >= 1")
+    sizes = [b * n for b in bw]
+    rng = np.random.default_rng([seed, n, num]) if permute else None
+    perms = [rng.permutation(s) for s in sizes] if rng is not None else None
+    out = []
+    for k in range(num):
+        r, place = flat[k % len(flat)]
+        table = _mixed_radix_layer(n, r, place, bw[k], bw[k + 1])
+        if perms is not None:
+            # new row perm[k+1][i] is old row i: reorder rows, relabel columns
+            inv = np.argsort(perms[k + 1])
+            table = perms[k][table[inv]]
+        out.append(_layer_from_table(sizes[k + 1], sizes[k], table))
+    label = name or f"radixnet-{sizes[1]}x{num}" + (f"-p{seed}" if permute else "")
+    desc = (
+        f"RadiX-Net: radices {[list(s) for s in systems]} (n = {n}), dense widths "
+        f"{bw[0] if len(set(bw)) == 1 else bw}, {num} layers"
+        + (f", neurons permuted with seed {seed}" if permute else "")
+    )
+    return SparseDNN(
+        name=label,
+        layers=tuple(out),
+        description=desc,
+        params={
+            "generator": "radixnet",
+            "radix_lists": [list(s) for s in systems],
+            "widths": bw if len(set(bw)) > 1 else bw[0],
+            "layers": num,
+            "permute": permute,
+            "seed": seed,
+        },
+    )
+
+
+def graph_challenge_radixnet(
+    neurons: int,
+    layers: int,
+    connections: int = 32,
+    permute: bool = True,
+    seed: int = 0,
+    radix: int = 2,
+) -> SparseDNN:
+    """A Graph-Challenge-sized RadiX-Net: ``neurons`` per layer, ``connections`` per neuron.
+
+    Systems of equal radices ``radix`` widened by dense blocks of ``connections / radix``
+    (radix 2 by default, see the module docstring); ``neurons / (connections / radix)``
+    must be a power of ``radix`` (>= radix). Radix 32 with width 1, say, fits N = 1024.
+    """
+    if radix < 2 or connections < radix or connections % radix:
+        raise ValueError(
+            f"connections ({connections}) must be a multiple of the radix ({radix} >= 2)"
+        )
+    width = connections // radix
+    n, rem = divmod(neurons, width)
+    d = round(math.log(n, radix)) if n >= radix else 0
+    if rem or d < 1 or radix**d != n:
+        raise ValueError(
+            f"neurons ({neurons}) must be {width} x a power of {radix} for "
+            f"{connections} connections per neuron with radix {radix}"
+        )
+    net = radixnet([[radix] * d], width, layers=layers, permute=permute, seed=seed)
+    name = f"radixnet-{neurons}x{layers}" + (f"-r{radix}" if radix != 2 else "")
+    name += f"-p{seed}" if permute else ""
+    return SparseDNN(name=name, layers=net.layers, description=net.description, params=net.params)
