@@ -1,0 +1,8 @@
+"""``python -m calibrate.live``: see :mod:`calibrate.live`."""
+
+import sys
+
+from calibrate.live.run import main
+
+if __name__ == "__main__":
+    sys.exit(main())

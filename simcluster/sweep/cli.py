@@ -1,0 +1,55 @@
+"""``simcluster sweep``: the command behind :func:`simcluster.sweep.run_sweep`."""
+
+from __future__ import annotations
+
+import argparse
+
+__all__ = ["add_arguments", "run"]
+
+
+def add_arguments(s: argparse.ArgumentParser) -> None:
+    s.add_argument("scenario", help="scenario YAML file")
+    s.add_argument(
+        "--set",
+        dest="axes",
+        action="append",
+        default=[],
+        metavar="PATH=V1,V2,...",
+        help="a swept field and its values (repeat for a grid); PATH may start with "
+        "topology., profile. or network_profile. to change the file the scenario names",
+    )
+    s.add_argument("--out", help="results folder (default results/<scenario name>-sweep)")
+    s.add_argument("--executor", default="local", help="local (process pool) or dask")
+    s.add_argument("--jobs", type=int, default=1, help="local worker processes (default 1)")
+    s.add_argument("--scheduler", help="dask scheduler address, e.g. tcp://host:8786")
+    s.add_argument("--resume", action="store_true", help="keep the points already in points.csv")
+    s.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+
+
+def run(args: argparse.Namespace) -> int:
+    from simcluster.report import ProgressBar
+    from simcluster.sweep.plots import plot_sweep, summary_lines
+    from simcluster.sweep.runner import parse_axis, run_sweep
+
+    axes = [parse_axis(a) for a in args.axes]
+    result = run_sweep(
+        args.scenario,
+        axes,
+        out=args.out,
+        executor=args.executor,
+        jobs=args.jobs,
+        scheduler=args.scheduler,
+        resume=args.resume,
+        progress=ProgressBar(),
+    )
+    paths = [a.path for a in axes]
+    print(
+        f"sweep of {args.scenario}: {result.points} points ({result.skipped} from a previous "
+        f"run, {result.ran} simulated), {len(result.rows)} rows"
+    )
+    for line in summary_lines(result.rows, paths):
+        print(line)
+    pngs = [] if args.no_plots else plot_sweep(result.out, result.rows, paths, str(args.scenario))
+    files = ", ".join(["points.csv", "sweep.json", *(p.name for p in pngs)])
+    print(f"results: {result.out}/ ({files})")
+    return 0

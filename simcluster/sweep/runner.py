@@ -1,0 +1,350 @@
+"""Running a grid of scenario variants: points, executors, points.csv, resume.
+
+A sweep is a scenario and one or more axes ``PATH=V1,V2,...``; the grid is their
+Cartesian product (the first axis varies slowest). Every point is one run of the
+scenario with its values set (:mod:`simcluster.sweep.overrides`) and gives one
+row per schedule x study size.
+
+``results/<sweep>/points.csv`` gets a point's rows appended (one write, flushed
+and fsynced) as soon as the point finishes, in whatever order the executor
+finishes them; at the end of a complete sweep the file is rewritten in grid
+order, so the final file depends only on the scenario, the grid and the seed.
+``resume=True`` keeps the complete points already in the file (a point whose
+rows were cut by a kill is run again) and runs the rest.
+
+Executors: ``local`` (a process pool of ``jobs`` workers; ``jobs=1`` runs in this
+process) and ``dask`` (a ``distributed.Client`` on a scheduler address; points
+carry their modified topology/profile files as data, so workers need only an
+installed simcluster).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import itertools
+import json
+import math
+import os
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from simcluster.errors import ConfigError, UserError
+from simcluster.sweep.overrides import (
+    PointSpec,
+    build_point,
+    materialize,
+    parse_path,
+    parse_value,
+    split_values,
+)
+
+__all__ = [
+    "Axis",
+    "SweepResult",
+    "parse_axis",
+    "make_grid",
+    "run_point",
+    "run_sweep",
+    "read_points",
+    "METRIC_COLUMNS",
+]
+
+Progress = Callable[[int, int, str], None]
+
+#: record fields copied into points.csv, in column order
+METRIC_COLUMNS = (
+    "schedule",
+    "gpus",
+    "nodes",
+    "iteration_time_s",
+    "compute_s",
+    "comm_s",
+    "exposed_comm_s",
+    "throughput_samples_per_s",
+    "time_to_train_s",
+    "speedup",
+    "efficiency",
+    "inter_node_bytes",
+    "profile",
+    "network_profile",
+)
+
+
+@dataclass(frozen=True)
+class Axis:
+    """One swept field and its values (parsed YAML scalars)."""
+
+    path: str
+    values: tuple[Any, ...]
+
+
+def parse_axis(text: str) -> Axis:
+    """``"workload.batch_per_gpu=64,128"`` -> Axis; bad syntax is a ConfigError."""
+    if "=" not in text:
+        raise ConfigError(None, "--set", text, "expected PATH=V1,V2,...", "PATH=V1,V2,...")
+    path, _, rhs = text.partition("=")
+    path = path.strip()
+    parse_path(path)  # syntax check
+    values = [parse_value(v) for v in split_values(rhs)]
+    if not values:
+        raise ConfigError(None, f"--set {path}", rhs, "no values given", "V1,V2,...")
+    if len({json.dumps(v, default=str) for v in values}) != len(values):
+        raise ConfigError(None, f"--set {path}", rhs, "a value is repeated")
+    return Axis(path, tuple(values))
+
+
+def make_grid(axes: Sequence[Axis]) -> list[dict[str, Any]]:
+    """The Cartesian product of the axes as path -> value dicts (first axis slowest)."""
+    paths = [a.path for a in axes]
+    if len(set(paths)) != len(paths):
+        dup = next(p for p in paths if paths.count(p) > 1)
+        raise ConfigError(None, "--set", dup, "the same field is swept twice")
+    if not axes:
+        return [{}]
+    return [
+        dict(zip(paths, combo, strict=True))
+        for combo in itertools.product(*(a.values for a in axes))
+    ]
+
+
+def _cell(v: Any) -> str:
+    """A CSV cell: floats at full precision, so a rerun writes the same bytes."""
+    if isinstance(v, float):
+        return repr(v)
+    if isinstance(v, list | dict | tuple):
+        return json.dumps(v, default=str)
+    return "" if v is None else str(v)
+
+
+def run_point(point: PointSpec, workdir: str) -> list[dict[str, Any]]:
+    """Simulate one point; its rows (swept values first, then METRIC_COLUMNS)."""
+    from simcluster.study import run_scenario
+
+    sc = materialize(point, Path(workdir))
+    result = run_scenario(sc)
+    rows = []
+    for rec in result.records:
+        row = {k: _cell(v) for k, v in point.values.items()}
+        row.update({k: _cell(rec.get(k)) for k in METRIC_COLUMNS})
+        rows.append(row)
+    return rows
+
+
+def _remote_point(point: PointSpec) -> list[dict[str, Any]]:
+    """Dask task: write the point's files in the worker's temp folder, then run it."""
+    return run_point(point, str(Path(tempfile.gettempdir()) / "simcluster-sweep-files"))
+
+
+@dataclass
+class SweepResult:
+    out: Path
+    columns: list[str]
+    rows: list[dict[str, str]]
+    points: int
+    ran: int
+    skipped: int
+    axes: list[Axis] = field(default_factory=list)
+
+
+def read_points(path: Path) -> tuple[list[str], list[dict[str, str]]]:
+    """Columns and rows of a points.csv; a line cut by a kill is dropped."""
+    text = path.read_text()
+    if not text.strip():
+        return [], []
+    complete = text if text.endswith("\n") else text[: text.rfind("\n") + 1]
+    reader = csv.reader(io.StringIO(complete))
+    lines = list(reader)
+    if not lines:
+        return [], []
+    header, body = lines[0], lines[1:]
+    rows = [dict(zip(header, r, strict=True)) for r in body if len(r) == len(header)]
+    return header, rows
+
+
+def _csv_text(columns: Sequence[str], rows: Sequence[dict[str, Any]], header: bool) -> str:
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=list(columns), lineterminator="\n")
+    if header:
+        w.writeheader()
+    for r in rows:
+        w.writerow(r)
+    return buf.getvalue()
+
+
+def _append(path: Path, text: str) -> None:
+    with path.open("a", newline="") as fh:
+        fh.write(text)
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+def _expected_rows(sc) -> int:
+    return len(sc.schedules) * len(sc.study.gpus)
+
+
+def load_base(scenario_path: str | Path) -> dict[str, Any]:
+    """The scenario file as a mapping (checked as a whole by materialize later)."""
+    p = Path(scenario_path)
+    if not p.is_file():
+        raise UserError(f"{p}: no such scenario file")
+    try:
+        data = yaml.safe_load(p.read_text())
+    except yaml.YAMLError as exc:
+        raise ConfigError(str(p), "<yaml>", None, f"not valid YAML: {exc}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(str(p), "<root>", type(data).__name__, "a scenario is a mapping")
+    # A relative topology/profile path is relative to where the command runs, as in `run`.
+    return data
+
+
+def run_sweep(
+    scenario_path: str | Path,
+    axes: Sequence[Axis],
+    out: str | Path | None = None,
+    executor: str = "local",
+    jobs: int = 1,
+    scheduler: str | None = None,
+    resume: bool = False,
+    progress: Progress | None = None,
+    client: Any = None,
+) -> SweepResult:
+    """Run every point of the grid not yet in points.csv; see the module doc."""
+    if executor not in ("local", "dask"):
+        raise ConfigError(None, "--executor", executor, "unknown executor", ["local", "dask"])
+    if jobs < 1:
+        raise ConfigError(None, "--jobs", jobs, "out of range", "a value >= 1")
+    source = str(scenario_path)
+    base = load_base(scenario_path)
+    grid = make_grid(axes)
+    name = str(base.get("name", Path(source).stem))
+    out_dir = Path(out) if out else Path("results") / f"{name}-sweep"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    points = [build_point(base, values, source) for values in grid]
+    # Validate every point before running any: a bad value stops the sweep at once.
+    expected = [_expected_rows(materialize(p, out_dir)) for p in points]
+    columns = [a.path for a in axes] + list(METRIC_COLUMNS)
+    csv_path = out_dir / "points.csv"
+    done_rows: dict[str, list[dict[str, str]]] = {}
+    if csv_path.exists() and resume:
+        header, rows = read_points(csv_path)
+        if header and header != columns:
+            raise UserError(
+                f"{csv_path}: written by another sweep (columns {', '.join(header[:4])}, ...); "
+                "use another --out or remove the file"
+            )
+        by_key: dict[str, list[dict[str, str]]] = {}
+        for r in rows:
+            by_key.setdefault(_row_key(r, axes), []).append(r)
+        for p, n in zip(points, expected, strict=True):
+            k = _values_key(p.values)
+            if len(by_key.get(k, [])) == n:
+                done_rows[k] = by_key[k][:n]
+    # Rewrite the file with the complete points only (drops a point cut by a kill).
+    kept = [r for p in points for r in done_rows.get(_values_key(p.values), [])]
+    tmp = csv_path.with_suffix(".csv.tmp")
+    tmp.write_text(_csv_text(columns, kept, header=True))
+    tmp.replace(csv_path)
+    todo = [(i, p) for i, p in enumerate(points) if _values_key(p.values) not in done_rows]
+    total = len(points)
+    finished = total - len(todo)
+    if progress:
+        progress(finished, total, "resumed" if finished else "starting")
+
+    def record(p: PointSpec, rows: list[dict[str, Any]]) -> None:
+        nonlocal finished
+        done_rows[_values_key(p.values)] = rows
+        _append(csv_path, _csv_text(columns, rows, header=False))
+        finished += 1
+        if progress:
+            label = ", ".join(f"{k.split('.')[-1]}={v}" for k, v in p.values.items()) or "point"
+            progress(finished, total, label)
+
+    if todo:
+        if executor == "dask":
+            _run_dask(todo, scheduler, client, record)
+        elif jobs == 1 or len(todo) == 1:
+            for _, p in todo:
+                record(p, run_point(p, str(out_dir)))
+        else:
+            _run_pool(todo, jobs, str(out_dir), record)
+    ordered = [r for p in points for r in done_rows[_values_key(p.values)]]
+    tmp.write_text(_csv_text(columns, ordered, header=True))
+    tmp.replace(csv_path)
+    meta = {
+        "scenario": source,
+        "axes": [{"path": a.path, "values": list(a.values)} for a in axes],
+        "points": total,
+        "rows": len(ordered),
+    }
+    (out_dir / "sweep.json").write_text(json.dumps(meta, indent=2, default=str) + "\n")
+    return SweepResult(out_dir, columns, ordered, total, len(todo), total - len(todo), list(axes))
+
+
+def _values_key(values: dict[str, Any]) -> str:
+    return json.dumps({k: _cell(v) for k, v in values.items()})
+
+
+def _row_key(row: dict[str, str], axes: Sequence[Axis]) -> str:
+    return json.dumps({a.path: row.get(a.path, "") for a in axes})
+
+
+def _run_pool(todo, jobs: int, workdir: str, record) -> None:
+    import multiprocessing
+    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+
+    ctx = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=min(jobs, len(todo)), mp_context=ctx) as pool:
+        futures = {pool.submit(run_point, p, workdir): p for _, p in todo}
+        pending = set(futures)
+        try:
+            while pending:
+                done, pending = wait(pending, return_when=FIRST_COMPLETED)
+                for f in sorted(done, key=lambda f: _values_key(futures[f].values)):
+                    record(futures[f], f.result())
+        except BaseException:
+            for f in pending:
+                f.cancel()
+            raise
+
+
+def _run_dask(todo, scheduler: str | None, client: Any, record) -> None:
+    try:
+        from distributed import Client, as_completed
+    except ImportError:  # pragma: no cover - dask is a dependency
+        raise UserError("--executor dask needs the 'distributed' package") from None
+    own = client is None
+    if own:
+        if not scheduler:
+            raise ConfigError(
+                None,
+                "--scheduler",
+                None,
+                "missing: --executor dask needs a scheduler address",
+                "tcp://HOST:8786 (start one with `dask scheduler`)",
+            )
+        try:
+            client = Client(scheduler, timeout=30)
+        except OSError as exc:
+            raise UserError(f"--scheduler {scheduler}: cannot connect ({exc})") from None
+    try:
+        points = [p for _, p in todo]
+        futures = client.map(_remote_point, points, pure=False)
+        index = {f.key: p for f, p in zip(futures, points, strict=True)}
+        for f in as_completed(futures):
+            record(index[f.key], f.result())
+    finally:
+        if own:
+            client.close()
+
+
+def is_number(text: str) -> bool:
+    try:
+        return math.isfinite(float(text))
+    except (TypeError, ValueError):
+        return False

@@ -1,0 +1,183 @@
+"""Reference cases as data: ``scenarios/references/*.yaml``.
+
+One file per source (a paper, or a family of live runs). Each case names the
+scenario it runs (with overrides set by the same dotted paths as ``simcluster
+sweep``), the metric it reads from the simulation, the reference value, where
+that value comes from, and how far to trust the reading::
+
+    paper: PRUNEX
+    source: shared/papers/000_eb18df3bc26c601f.txt
+    cases:
+      - id: prunex-speedup-ddp-64
+        what: DDP strong-scaling speedup, 8 -> 64 GPUs
+        source: Fig. 9a and section 5.4
+        scenario: scenarios/puhti64.yaml
+        overrides: {study.gpus: [8, 64]}
+        metric: {kind: field, field: speedup, schedule: ddp, gpus: 64}
+        reference: 5.81
+        unit: x
+        confidence: high            # high | medium | low
+        note: ...                   # why the confidence is what it is
+        fitted_from: null           # set when a profile constant was fitted to this value
+
+Metric kinds (see :mod:`simcluster.validation.metrics`): ``field`` (a record
+field), ``ratio`` (a field of one record over the same or another field of
+another), ``segments`` (a per-segment value aggregated over the run),
+``segment_share`` (one breakdown category's share of several),
+``segment_ratio`` (two aggregated segment values), ``collective`` (one
+collective alone on the scenario's cluster).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import Field, ValidationError, model_validator
+
+from simcluster.errors import ConfigError
+from simcluster.paths import project_root
+from simcluster.schema import StrictModel, pydantic_to_config_error
+
+__all__ = [
+    "Select",
+    "Metric",
+    "Case",
+    "ReferenceFile",
+    "load_reference_file",
+    "load_references",
+    "references_dir",
+]
+
+
+class Select(StrictModel):
+    """One record of a run: a schedule label and a GPU count (default: the largest)."""
+
+    schedule: str
+    gpus: int | None = Field(None, ge=1)
+
+
+class Metric(StrictModel):
+    kind: Literal["field", "ratio", "segments", "segment_share", "segment_ratio", "collective"]
+    # field / segments / segment_share / segment_ratio
+    schedule: str | None = None
+    gpus: int | None = Field(None, ge=1)
+    field: str | None = None
+    # ratio: field(num) / field(den)
+    num: Select | None = None
+    den: Select | None = None
+    den_field: str | None = None
+    # segments: label prefix, value, aggregate
+    segments: str | None = Field(None, description="segment label prefix; all when absent")
+    value: str | None = Field(None, description="comm_s, time_s, extra.<k>, breakdown_s.<k>")
+    aggregate: Literal["mean", "sum"] = "mean"
+    categories: list[str] | None = None
+    share_of: str | None = None
+    num_value: str | None = None
+    den_value: str | None = None
+    # collective
+    op: Literal["allreduce", "allgather", "broadcast", "reduce_scatter"] | None = None
+    nbytes: float | Literal["model_fp32", "model_fp16"] | None = None
+    algorithm: str = "auto"
+    # every kind
+    scale: float = Field(1.0, gt=0, description="multiplies the prediction (unit change)")
+
+    @model_validator(mode="after")
+    def _needs(self) -> Metric:
+        need = {
+            "field": ("schedule", "field"),
+            "ratio": ("num", "den"),
+            "segments": ("schedule", "value"),
+            "segment_share": ("schedule", "categories", "share_of"),
+            "segment_ratio": ("schedule", "num_value", "den_value"),
+            "collective": ("op", "nbytes", "gpus"),
+        }[self.kind]
+        missing = [k for k in need if getattr(self, k) is None]
+        if self.kind == "ratio" and self.field is None and self.value is None:
+            missing.append("field or value")
+        if missing:
+            raise ValueError(f"metric kind {self.kind!r} needs {', '.join(missing)}")
+        return self
+
+    def schedules(self) -> list[str]:
+        names = [self.schedule] if self.schedule else []
+        names += [s.schedule for s in (self.num, self.den) if s is not None]
+        return names
+
+
+class Case(StrictModel):
+    id: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
+    what: str
+    source: str
+    scenario: str | None = None
+    requires: list[str] = Field(
+        default_factory=list, description="schedules the case needs; skipped when one is absent"
+    )
+    overrides: dict[str, Any] = Field(default_factory=dict)
+    metric: Metric
+    reference: float
+    reference_range: tuple[float, float] | None = None
+    unit: str = ""
+    confidence: Literal["high", "medium", "low"]
+    note: str = ""
+    fitted_from: str | None = Field(
+        None, description="profile constant fitted to this value: the case leaves the summary"
+    )
+
+    @model_validator(mode="after")
+    def _scenario(self) -> Case:
+        if self.scenario is None:
+            raise ValueError("missing scenario")
+        if self.reference == 0:
+            raise ValueError("reference must be non-zero (errors are relative)")
+        return self
+
+
+class ReferenceFile(StrictModel):
+    paper: str
+    source: str
+    description: str = ""
+    cases: list[Case] = Field(min_length=1)
+    # filled by the loader
+    file: str | None = None
+
+
+def references_dir() -> Path:
+    return project_root() / "scenarios" / "references"
+
+
+def load_reference_file(path: str | Path) -> ReferenceFile:
+    p = Path(path)
+    try:
+        data = yaml.safe_load(p.read_text())
+    except FileNotFoundError:
+        raise ConfigError(str(p), "<root>", str(p), "reference file not found") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(str(p), "<yaml>", None, f"not valid YAML: {exc}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(str(p), "<root>", type(data).__name__, "a reference file is a mapping")
+    if "file" in data:
+        raise ConfigError(str(p), "file", data["file"], "unknown key")
+    try:
+        ref = ReferenceFile.model_validate({**data, "file": str(p)})
+    except ValidationError as exc:
+        raise pydantic_to_config_error(exc, str(p), ReferenceFile) from None
+    ids = [c.id for c in ref.cases]
+    dup = next((i for i in ids if ids.count(i) > 1), None)
+    if dup:
+        raise ConfigError(str(p), "cases", dup, "two cases share an id")
+    return ref
+
+
+def load_references(folder: str | Path | None = None) -> list[ReferenceFile]:
+    """Every ``*.yaml`` in the references folder, sorted by file name."""
+    d = Path(folder) if folder else references_dir()
+    files = [load_reference_file(p) for p in sorted(d.glob("*.yaml"))]
+    ids: dict[str, str] = {}
+    for f in files:
+        for c in f.cases:
+            if c.id in ids:
+                raise ConfigError(f.file, "cases", c.id, f"case id already used in {ids[c.id]}")
+            ids[c.id] = str(f.file)
+    return files

@@ -1,0 +1,89 @@
+"""``simcluster validate``: paper cases, recorded live runs, or one live file."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from simcluster.errors import ConfigError
+
+__all__ = ["add_arguments", "run"]
+
+
+def add_arguments(v: argparse.ArgumentParser) -> None:
+    v.add_argument(
+        "--set",
+        dest="which",
+        default="paper",
+        help="paper (scenarios/references/*.yaml), live (recorded live runs in "
+        "scenarios/references/live/*.json) or all",
+    )
+    v.add_argument("--live", metavar="FILE", help="validate one live-run JSON (calibrate/live)")
+    v.add_argument("--json", action="store_true", help="print every case and the summary as JSON")
+    v.add_argument(
+        "--out", help="folder for validation.json and scatter.png (default results/validate)"
+    )
+    v.add_argument("--jobs", type=int, default=1, help="worker processes for the simulations")
+    v.add_argument(
+        "--references", help="folder of reference YAML files (default scenarios/references)"
+    )
+    v.add_argument("--no-plot", action="store_true", help="skip the scatter plot")
+
+
+def run(args: argparse.Namespace) -> int:
+    from simcluster.report import ProgressBar
+    from simcluster.validation.cases import load_references, references_dir
+    from simcluster.validation.live import live_files, validate_live
+    from simcluster.validation.report import case_table, plot_scatter, summary, summary_table
+    from simcluster.validation.runner import run_cases
+
+    if args.which not in ("paper", "live", "all"):
+        raise ConfigError(None, "--set", args.which, "unknown case set", ["paper", "live", "all"])
+    if args.jobs < 1:
+        raise ConfigError(None, "--jobs", args.jobs, "out of range", "a value >= 1")
+    out = Path(args.out or Path("results") / "validate")
+    results = []
+    live_reports = []
+    if args.live:
+        live_reports.append(validate_live(args.live, out / "live"))
+    else:
+        if args.which in ("paper", "all"):
+            files = load_references(args.references)
+            results += run_cases(files, progress=ProgressBar(), jobs=args.jobs)
+        if args.which in ("live", "all"):
+            folder = (
+                Path(args.references) / "live" if args.references else references_dir() / "live"
+            )
+            for f in live_files(folder):
+                live_reports.append(validate_live(f, out / "live"))
+    for rep in live_reports:
+        results += rep.case_results()
+    out.mkdir(parents=True, exist_ok=True)
+    payload = {
+        "cases": [r.to_json() for r in results],
+        "summary": summary(results),
+        "live": [rep.to_json() for rep in live_reports],
+    }
+    (out / "validation.json").write_text(json.dumps(payload, indent=2, default=str) + "\n")
+    plotted = False
+    if not args.no_plot:
+        plotted = plot_scatter(
+            out / "scatter.png", results, "simcluster predictions vs measurements"
+        )
+    if args.json:
+        print(json.dumps(payload, indent=2, default=str))
+        return 0
+    for rep in live_reports:
+        print(rep.table())
+        print()
+    if results and not args.live:
+        print(case_table(results))
+        print()
+    if results:
+        print(summary_table(results))
+    else:
+        print("no cases to validate")
+    files = "validation.json" + (", scatter.png" if plotted else "")
+    print(f"results: {out}/ ({files})")
+    return 0

@@ -1,0 +1,408 @@
+"""Validating against a live run of ``calibrate/live``: same ops, simulated, phase by phase.
+
+The live JSON holds, per pattern and rank, every measured iteration's ops in order:
+compute phases (seconds) and collectives (op, groups, bytes). Each iteration is
+rebuilt as one program per rank where every op waits for the previous one, as the
+live program ran them, and simulated on a ``localhost`` cluster. A collective's
+time on a rank runs from that rank's arrival to the end, in the run and in the
+simulation alike, so waiting for a late rank is part of both:
+
+- one node per ``ranks_per_node`` processes (template ``single_gpu`` or ``pcie``);
+  every link the processes' traffic crosses has the bandwidth derived from the
+  run's own allreduce calibration, latency 0, and the network profile's
+  per-message overhead carries the fitted start-up cost. With a ring allreduce of
+  P ranks, ``t = a + n b`` gives a link rate ``2 (P-1) / (P b)`` and a per-step
+  overhead ``a / (2 (P-1))``: measured constants from microbenchmarks of the same
+  processes, never fitted to the phases compared;
+- compute phases ``forward``, ``backward`` and ``optimizer`` are predicted from a
+  device profile measured on this CPU (``simcluster calibrate``) when one is found
+  (or named); every other compute phase (packing, top-k, projection, ...) is
+  *replayed*: its measured time is put into the program and it is not scored.
+
+Scored phases are the collectives, the predicted compute phases and the whole
+iteration. Errors are signed relative errors of the mean per iteration
+(averaged over the ranks that run the phase).
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from simcluster.errors import ConfigError, UserError
+
+__all__ = ["LiveReport", "PhaseResult", "validate_live", "live_files", "link_costs"]
+
+PREDICTED_COMPUTE = ("forward", "backward", "optimizer")
+
+
+@dataclass
+class PhaseResult:
+    pattern: str
+    phase: str
+    measured: float
+    simulated: float
+    source: str  # "network" | "profile" | "replayed" | "iteration"
+
+    @property
+    def scored(self) -> bool:
+        return self.source != "replayed"
+
+    @property
+    def error(self) -> float:
+        return (self.simulated - self.measured) / self.measured if self.measured else 0.0
+
+
+@dataclass
+class LiveReport:
+    file: str
+    config: dict[str, Any]
+    network: str
+    device: str
+    link: dict[str, float]
+    phases: list[PhaseResult] = field(default_factory=list)
+
+    def scored(self) -> list[PhaseResult]:
+        return [p for p in self.phases if p.scored]
+
+    def comm_errors(self) -> list[float]:
+        return [abs(p.error) for p in self.phases if p.source == "network"]
+
+    def table(self) -> str:
+        from simcluster.report import format_table, human_seconds
+
+        c = self.config
+        head = (
+            f"live run {self.file}: {c['world_size']} {c['backend']} ranks, "
+            f"{c['nodes']} node(s) x {c['ranks_per_node']}, {c['model']} batch {c['batch']}, "
+            f"{c['iterations']} measured iterations\n"
+            f"  network: {self.network}; link {self.link['bandwidth'] / 1e9:.3g} GB/s, "
+            f"{self.link['overhead_s'] * 1e6:.1f} us per message\n"
+            f"  compute: {self.device}\n"
+        )
+        rows = []
+        for p in self.phases:
+            err = f"{p.error * 100:+.1f}%" if p.scored else "(replayed)"
+            rows.append(
+                [
+                    p.pattern,
+                    p.phase,
+                    human_seconds(p.measured),
+                    human_seconds(p.simulated),
+                    err,
+                    p.source,
+                ]
+            )
+        body = format_table(["pattern", "phase", "measured", "simulated", "error", "source"], rows)
+        errs = self.comm_errors()
+        tail = ""
+        if errs:
+            tail = (
+                f"\ncommunication phases: median |err| {statistics.median(errs) * 100:.1f}%, "
+                f"max {max(errs) * 100:.1f}% over {len(errs)}"
+            )
+        return head + body + tail
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "file": self.file,
+            "network": self.network,
+            "device": self.device,
+            "link": self.link,
+            "phases": [
+                {
+                    "pattern": p.pattern,
+                    "phase": p.phase,
+                    "measured_s": p.measured,
+                    "simulated_s": p.simulated,
+                    "error": p.error if p.scored else None,
+                    "source": p.source,
+                }
+                for p in self.phases
+            ],
+        }
+
+    def case_results(self):
+        """Scored phases as validation cases (for the summary and the scatter plot)."""
+        from simcluster.validation.cases import Case, Metric
+        from simcluster.validation.runner import CaseResult
+
+        out = []
+        paper = f"live {Path(self.file).stem}"
+        for p in self.scored():
+            case = Case(
+                id=f"live-{Path(self.file).stem}-{p.pattern}-{p.phase}",
+                what=f"{p.pattern}: {p.phase} seconds per iteration",
+                source=self.file,
+                scenario="calibrate/live",
+                metric=Metric(kind="field", schedule=p.pattern, field=p.phase),
+                reference=p.measured if p.measured else 1e-12,
+                unit="s",
+                confidence="high",
+            )
+            profiles = self.network if p.source != "profile" else self.device
+            out.append(CaseResult(paper, case, "ok", p.simulated, profiles))
+        return out
+
+
+def live_files(folder: Path) -> list[Path]:
+    return sorted(folder.glob("*.json")) if folder.is_dir() else []
+
+
+def _load(path: str | Path) -> dict[str, Any]:
+    p = Path(path)
+    try:
+        data = json.loads(p.read_text())
+    except FileNotFoundError:
+        raise UserError(f"{p}: no such live-run file") from None
+    except json.JSONDecodeError as exc:
+        raise ConfigError(str(p), "<root>", f"line {exc.lineno}", "not valid JSON") from None
+    if not isinstance(data, dict) or data.get("schema") != "simcluster-live/1":
+        raise ConfigError(
+            str(p),
+            "schema",
+            data.get("schema") if isinstance(data, dict) else None,
+            "not a calibrate.live result",
+            ["simcluster-live/1"],
+        )
+    for key in ("config", "calibration", "ranks"):
+        if key not in data:
+            raise ConfigError(str(p), key, None, "missing field")
+    return data
+
+
+def link_costs(cal: dict[str, Any], world: int) -> dict[str, float]:
+    """Link bandwidth (bytes/s) and per-message overhead (s) from the allreduce fit (ring)."""
+    p = max(2, world)
+    steps = 2 * (p - 1)
+    b = cal["beta_s_per_byte"]
+    if b <= 0:
+        raise UserError(
+            "live calibration has no bandwidth term (beta <= 0); rerun with larger sizes"
+        )
+    return {"bandwidth": steps / p / b, "overhead_s": cal["alpha_s"] / steps}
+
+
+def _write_localhost(folder: Path, cfg: dict[str, Any], link: dict[str, float], file: str):
+    """Topology and network profile files of this run; returns (topology, network) paths."""
+    from simcluster.paths import topologies_dir
+
+    base = yaml.safe_load((topologies_dir() / "localhost.yaml").read_text())
+    r = int(cfg["ranks_per_node"])
+    bw = float(link["bandwidth"])
+    base["name"] = "localhost-live"
+    base["max_nodes"] = int(cfg["nodes"])
+    base.pop("default_nodes", None)
+    node = base["node"]
+    node["template"] = "single_gpu" if r == 1 else "pcie"
+    node["gpus"] = r
+    node["host"]["pcie"] = {"bandwidth": bw if r > 1 else bw * 100, "latency": 0.0}
+    node["nics"]["bandwidth"] = bw
+    node["nics"]["latency"] = 0.0
+    base["fabric"]["switch_latency"] = 0.0
+    base["assumptions"] = list(base.get("assumptions", [])) + [
+        f"Link costs from the allreduce calibration in {file} (same processes, same run): "
+        f"{bw / 1e9:.4g} GB/s per link, {link['overhead_s'] * 1e6:.2f} us per message.",
+    ]
+    folder.mkdir(parents=True, exist_ok=True)
+    topo = folder / "localhost-live.yaml"
+    topo.write_text(yaml.safe_dump(base, sort_keys=False))
+    net = folder / "gloo-live.json"
+    net.write_text(
+        json.dumps(
+            {
+                "schema_version": 1,
+                "name": "gloo-live",
+                "kind": "measured",
+                "provenance": {
+                    "description": "gloo over loopback TCP, from the live run's allreduce "
+                    "calibration",
+                    "source": file,
+                    "method": "t = a + n b fitted on relative errors; ring: per-message "
+                    "a / (2(P-1)), link rate 2(P-1) / (P b); efficiency 1 "
+                    "(the rate is already achieved)",
+                },
+                "network": {
+                    "per_message_overhead_s": link["overhead_s"],
+                    "link_efficiency": {
+                        k: 1.0
+                        for k in (
+                            "nvlink",
+                            "nvswitch",
+                            "pcie",
+                            "infiniband",
+                            "ethernet",
+                            "qpi",
+                            "memory",
+                        )
+                    },
+                },
+            },
+            indent=2,
+        )
+    )
+    return topo, net
+
+
+def _find_cpu_profile(machine: dict[str, Any], name: str | None):
+    """A measured device profile of this CPU: named, or found by cpu model."""
+    from simcluster.compute import list_profiles, load_profile
+    from simcluster.paths import profiles_dir
+
+    if name:
+        return load_profile(name)
+    for cand in list_profiles():
+        try:
+            data = json.loads((profiles_dir() / f"{cand}.json").read_text())
+        except (OSError, json.JSONDecodeError):
+            continue
+        prov = data.get("provenance", {}) if isinstance(data, dict) else {}
+        if data.get("kind") != "measured" or str(prov.get("device", "")) != "cpu":
+            continue
+        if prov.get("cpu_model") and prov.get("cpu_model") == machine.get("cpu_model"):
+            try:
+                return load_profile(cand)
+            except UserError:
+                continue
+    return None
+
+
+def _predicted_compute(profile, model_name: str, batch: int) -> dict[str, float]:
+    from simcluster.workload import build_model
+
+    model = build_model(model_name, 32, 10)
+    fwd = sum(profile.layer_time(layer, batch, "fp32", "fwd") for layer in model.layers)
+    bwd = sum(
+        profile.layer_time(layer, batch, "fp32", "bwd_input")
+        + profile.layer_time(layer, batch, "fp32", "bwd_weight")
+        for layer in model.layers
+    )
+    return {
+        "forward": fwd,
+        "backward": bwd,
+        "optimizer": profile.optimizer_time(model.params, "fp32"),
+    }
+
+
+def _programs(rank_ops: dict[int, list[dict[str, Any]]], compute: dict[str, float] | None):
+    """One rank class per rank (its own replayed compute, so skew between ranks and the
+    waiting it causes inside collectives are simulated too); op id -> phase."""
+    from simcluster.collectives import CollectiveCall
+    from simcluster.program import RankClass, collective
+    from simcluster.program import compute as compute_op
+
+    classes, phase_of = [], {}
+    for r, ops in sorted(rank_ops.items()):
+        prog = RankClass(f"r{r}", (r,))
+        seen: dict[str, int] = {}
+        prev: tuple[str, ...] = ()
+        for i, op in enumerate(ops):
+            ph = op["phase"]
+            k = seen.get(ph, 0)
+            seen[ph] = k + 1
+            if op["kind"] == "compute":
+                t = compute[ph] if compute is not None and ph in compute else op["seconds"]
+                oid = f"{ph}@{i}"
+                prog.add(compute_op(oid, t, ph, prev))
+            else:
+                groups = tuple(tuple(g) for g in op["groups"])
+                call = CollectiveCall(op["kind"], groups, float(op["nbytes"]))
+                oid = f"{ph}#{k}"
+                prog.add(collective(oid, call, ph, prev))
+            phase_of[oid] = ph
+            prev = (oid,)
+        classes.append(prog)
+    return classes, phase_of
+
+
+def _shown(p: Path) -> str:
+    """A path relative to the working directory or the project when it lies inside."""
+    from simcluster.paths import project_root
+
+    for base in (Path.cwd(), project_root()):
+        try:
+            return str(p.resolve().relative_to(base.resolve()))
+        except ValueError:
+            continue
+    return str(p)
+
+
+def validate_live(path: str | Path, workdir: str | Path, profile: str | None = None) -> LiveReport:
+    """Simulate every measured iteration of a live-run file; per-phase comparison."""
+    from simcluster.collectives import CommContext
+    from simcluster.compute import load_network_profile
+    from simcluster.engine import Engine
+    from simcluster.topology import load_topology
+
+    data = _load(path)
+    path = _shown(Path(path))
+    cfg = data["config"]
+    world = int(cfg["world_size"])
+    link = link_costs(data["calibration"], world)
+    topo, net = _write_localhost(Path(workdir), cfg, link, str(path))
+    cluster = load_topology(str(topo), num_nodes=int(cfg["nodes"]))
+    netp = load_network_profile(str(net))
+    engine = Engine(
+        CommContext(cluster, netp.per_message_overhead_s, netp.link_efficiency), "maxmin"
+    )
+    dev = _find_cpu_profile(data.get("machine", {}), profile)
+    compute = _predicted_compute(dev, cfg["model"], int(cfg["batch"])) if dev else None
+    device_text = (
+        f"{dev.describe()}: forward, backward, optimizer predicted"
+        if dev
+        else "no measured device profile of this CPU in calibrate/profiles (run `simcluster "
+        "calibrate`): every compute phase replayed from the run, not scored"
+    )
+    report = LiveReport(str(path), cfg, f"{netp.describe()} on {topo.name}", device_text, link)
+    for pattern in cfg["patterns"]:
+        per_rank = {r["rank"]: r["patterns"][pattern] for r in data["ranks"]}
+        n_it = len(per_rank[0]["ops"])
+        measured: dict[str, list[float]] = {}
+        simulated: dict[str, list[float]] = {}
+        for j in range(n_it):
+            rank_ops = {r: pr["ops"][j] for r, pr in per_rank.items()}
+            classes, phase_of = _programs(rank_ops, compute)
+            trace = engine.run(classes)
+            sim_rank: dict[int, dict[str, float]] = {}
+            for cls in classes:
+                tot: dict[str, float] = {}
+                for s in trace.class_spans(cls.name):
+                    ph = phase_of.get(s.op, s.category)
+                    tot[ph] = tot.get(ph, 0.0) + (s.end - s.start)
+                for r in cls.ranks:
+                    sim_rank[r] = tot
+            phases = list(dict.fromkeys(o["phase"] for ops in rank_ops.values() for o in ops))
+            for ph in phases:
+                ranks = [r for r, ops in rank_ops.items() if any(o["phase"] == ph for o in ops)]
+                measured.setdefault(ph, []).append(
+                    statistics.mean(per_rank[r]["iterations"][j].get(ph, 0.0) for r in ranks)
+                )
+                simulated.setdefault(ph, []).append(
+                    statistics.mean(sim_rank[r].get(ph, 0.0) for r in ranks)
+                )
+            measured.setdefault("iteration", []).append(
+                statistics.mean(pr["iterations"][j]["iteration"] for pr in per_rank.values())
+            )
+            simulated.setdefault("iteration", []).append(trace.end_time)
+        kinds = {
+            o["phase"]: o["kind"] for pr in per_rank.values() for ops in pr["ops"] for o in ops
+        }
+        for ph in measured:
+            if ph == "iteration":
+                source = "iteration"
+            elif kinds.get(ph) != "compute":
+                source = "network"
+            elif compute is not None and ph in compute:
+                source = "profile"
+            else:
+                source = "replayed"
+            # phases that occur in some iterations only (periodic averaging) count 0 elsewhere
+            m = sum(measured[ph]) / n_it
+            s = sum(simulated[ph]) / n_it
+            report.phases.append(PhaseResult(pattern, ph, m, s, source))
+    return report

@@ -1,0 +1,135 @@
+"""Reading a case's metric out of a simulated run.
+
+All aggregates over segments are weighted by how often each segment runs
+(``count``), so ``mean`` is the mean over the run's executions of the matching
+programs and ``sum`` their total over the run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from simcluster.validation.cases import Metric, Select
+
+__all__ = ["MetricError", "find_record", "read_metric", "collective_time"]
+
+
+class MetricError(ValueError):
+    """The run does not hold what the metric asks for (names the missing piece)."""
+
+
+def find_record(records: Sequence[dict[str, Any]], sel: Select) -> dict[str, Any]:
+    mine = [r for r in records if r["schedule"] == sel.schedule]
+    if not mine:
+        have = sorted({r["schedule"] for r in records})
+        raise MetricError(f"no schedule {sel.schedule!r} in the run (have {', '.join(have)})")
+    if sel.gpus is None:
+        return max(mine, key=lambda r: r["gpus"])
+    for r in mine:
+        if r["gpus"] == sel.gpus:
+            return r
+    have = sorted(r["gpus"] for r in mine)
+    raise MetricError(f"{sel.schedule}: no run at {sel.gpus} GPUs (have {have})")
+
+
+def _get(obj: dict[str, Any], dotted: str) -> float:
+    cur: Any = obj
+    for part in dotted.split("."):
+        if not isinstance(cur, dict) or part not in cur:
+            keys = sorted(cur) if isinstance(cur, dict) else []
+            raise MetricError(f"no field {dotted!r} (at {part!r}; have {', '.join(keys)})")
+        cur = cur[part]
+    try:
+        return float(cur)
+    except (TypeError, ValueError):
+        raise MetricError(f"field {dotted!r} is not a number ({cur!r})") from None
+
+
+def _segments(rec: dict[str, Any], prefix: str | None) -> list[dict[str, Any]]:
+    segs = [s for s in rec.get("segments", []) if prefix is None or s["label"].startswith(prefix)]
+    if not segs:
+        labels = sorted({s["label"] for s in rec.get("segments", [])})
+        raise MetricError(f"no segment starting {prefix!r} (have {', '.join(labels)})")
+    return segs
+
+
+def _segment_value(seg: dict[str, Any], value: str) -> float:
+    if value.startswith("breakdown_s."):
+        return float(seg.get("breakdown_s", {}).get(value.split(".", 1)[1], 0.0))
+    return _get(seg, value)
+
+
+def _aggregate(segs: list[dict[str, Any]], value: str, how: str) -> float:
+    total = sum(s["count"] * _segment_value(s, value) for s in segs)
+    if how == "sum":
+        return total
+    runs = sum(s["count"] for s in segs)
+    return total / runs if runs else 0.0
+
+
+def read_metric(m: Metric, records: Sequence[dict[str, Any]]) -> float:
+    """The metric's value (before ``scale``) from a run's records."""
+    if m.kind == "field":
+        return _get(find_record(records, Select(schedule=m.schedule, gpus=m.gpus)), m.field)
+    if m.kind == "ratio":
+        rn, rd = find_record(records, m.num), find_record(records, m.den)
+        if m.value:  # a segment value of each record, aggregated over the run
+            num = _aggregate(_segments(rn, m.segments), m.value, m.aggregate)
+            den = _aggregate(_segments(rd, m.segments), m.value, m.aggregate)
+        else:
+            num = _get(rn, m.field)
+            den = _get(rd, m.den_field or m.field)
+        if den == 0:
+            raise MetricError("ratio denominator is zero")
+        return num / den
+    rec = find_record(records, Select(schedule=m.schedule, gpus=m.gpus))
+    segs = _segments(rec, m.segments)
+    if m.kind == "segments":
+        return _aggregate(segs, m.value, m.aggregate)
+    if m.kind == "segment_share":
+        part = _aggregate(segs, f"breakdown_s.{m.share_of}", "sum")
+        whole = sum(_aggregate(segs, f"breakdown_s.{c}", "sum") for c in m.categories)
+        if whole == 0:
+            raise MetricError(f"categories {m.categories} take no time")
+        return part / whole
+    if m.kind == "segment_ratio":
+        num = _aggregate(segs, m.num_value, m.aggregate)
+        den = _aggregate(segs, m.den_value, m.aggregate)
+        if den == 0:
+            raise MetricError("ratio denominator is zero")
+        return num / den
+    raise MetricError(f"metric kind {m.kind!r} is not read from records")
+
+
+def collective_time(m: Metric, sc) -> tuple[float, str]:
+    """Seconds of one collective alone on the scenario's cluster; profiles described."""
+    import math
+
+    from simcluster.collectives import CollectiveCall, CommContext
+    from simcluster.compute import load_network_profile
+    from simcluster.engine import Engine
+    from simcluster.program import RankClass, collective
+    from simcluster.scenario import resolved_input_size, resolved_num_classes
+    from simcluster.topology import load_topology
+    from simcluster.workload import build_model
+
+    netp = load_network_profile(sc.network_profile)
+    per_node = load_topology(sc.topology, num_nodes=1).ranks_per_node
+    gpus = int(m.gpus)
+    cluster = load_topology(sc.topology, num_nodes=math.ceil(gpus / per_node))
+    if isinstance(m.nbytes, str):
+        w = sc.workload
+        model = build_model(w.model, resolved_input_size(w), resolved_num_classes(w))
+        nbytes = model.params * (4 if m.nbytes == "model_fp32" else 2)
+    else:
+        nbytes = float(m.nbytes)
+    ranks = tuple(range(gpus))
+    prog = RankClass("all", ranks)
+    call = CollectiveCall(m.op, (ranks,), float(nbytes), m.algorithm)
+    prog.add(collective("c", call, m.op))
+    engine = Engine(
+        CommContext(cluster, netp.per_message_overhead_s, netp.link_efficiency), sc.network_model
+    )
+    trace = engine.run([prog])
+    return trace.end_time, f"{netp.describe()} [network only]"

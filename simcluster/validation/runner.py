@@ -1,0 +1,219 @@
+"""Running reference cases: one simulation per distinct (scenario, overrides), then metrics.
+
+A case is *skipped* (with the reason) when its scenario file or one of its
+schedules is not available in this checkout, and *failed* (with the error) when
+the simulation or the metric cannot be computed; neither stops the others. A
+case is *fitted* when a profile it used was fitted to it (the profile's
+``provenance.fitted_from`` lists the case id, or the case says ``fitted_from``):
+it is shown but left out of the summary.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from simcluster.errors import UserError
+from simcluster.paths import project_root
+from simcluster.validation.cases import Case, ReferenceFile
+from simcluster.validation.metrics import MetricError, collective_time, read_metric
+
+__all__ = ["CaseResult", "run_cases", "resolve_scenario"]
+
+Progress = Callable[[int, int, str], None]
+
+
+@dataclass
+class CaseResult:
+    paper: str
+    case: Case
+    status: str  # ok | skipped | failed
+    predicted: float | None = None
+    profiles: str = ""
+    fitted: bool = False
+    message: str = ""
+
+    @property
+    def error(self) -> float | None:
+        """Signed relative error (predicted - reference) / |reference|."""
+        if self.predicted is None:
+            return None
+        return (self.predicted - self.case.reference) / abs(self.case.reference)
+
+    @property
+    def counts(self) -> bool:
+        """Whether the case enters the summary."""
+        return self.status == "ok" and not self.fitted
+
+    def to_json(self) -> dict[str, Any]:
+        c = self.case
+        return {
+            "paper": self.paper,
+            "id": c.id,
+            "what": c.what,
+            "source": c.source,
+            "scenario": c.scenario,
+            "overrides": c.overrides,
+            "status": self.status,
+            "predicted": self.predicted,
+            "reference": c.reference,
+            "reference_range": list(c.reference_range) if c.reference_range else None,
+            "unit": c.unit,
+            "error": self.error,
+            "confidence": c.confidence,
+            "profiles": self.profiles,
+            "fitted": self.fitted,
+            "note": c.note,
+            "message": self.message,
+        }
+
+
+def resolve_scenario(path: str) -> Path:
+    """A case's scenario path: as given when it exists, else relative to the project."""
+    p = Path(path)
+    if p.is_absolute() or p.exists():
+        return p
+    return project_root() / p
+
+
+def _group_key(case: Case) -> str:
+    return json.dumps(
+        [case.scenario, case.overrides, sorted(case.requires), case.metric.kind == "collective"],
+        sort_keys=True,
+        default=str,
+    )
+
+
+def _fitted_ids(sc) -> set[str]:
+    """Case ids the scenario's profiles were fitted to (``provenance.fitted_from``)."""
+    from simcluster.compute import load_network_profile, load_profile
+
+    ids: set[str] = set()
+    for prov in (
+        load_profile(sc.profile).provenance,
+        load_network_profile(sc.network_profile).provenance,
+    ):
+        got = prov.get("fitted_from") if isinstance(prov, dict) else None
+        if isinstance(got, str):
+            ids.add(got)
+        elif isinstance(got, list | tuple):
+            ids.update(str(x) for x in got)
+        elif isinstance(got, dict):
+            ids.update(str(x) for x in got)
+    return ids
+
+
+def _prepare(case: Case, workdir: Path):
+    """The case's Scenario with overrides applied, or a skip reason."""
+    from simcluster.schedules import list_schedules
+    from simcluster.sweep.overrides import build_point, materialize
+
+    known = set(list_schedules())
+    for name in case.requires:
+        if name not in known:
+            return None, f"skipped: schedule {name} not available"
+    path = resolve_scenario(case.scenario)
+    if not path.is_file():
+        return None, f"skipped: scenario file {case.scenario} not available"
+    data = yaml.safe_load(path.read_text())
+    point = build_point(data, dict(case.overrides), str(path))
+    for s in point.scenario.get("schedules", []):
+        name = s.get("name") if isinstance(s, dict) else None
+        if name not in known:
+            return None, f"skipped: schedule {name} not available"
+    return materialize(point, workdir), ""
+
+
+def _run_group(
+    cases: Sequence[Case], workdir: str
+) -> list[tuple[str, float | None, str, bool, str]]:
+    """Simulate one (scenario, overrides) and read every case's metric.
+
+    Returns per case (status, predicted, profiles, fitted, message).
+    """
+    from simcluster.study import run_scenario
+
+    out = []
+    try:
+        sc, skip = _prepare(cases[0], Path(workdir))
+    except UserError as exc:
+        return [("failed", None, "", False, str(exc))] * len(cases)
+    if sc is None:
+        return [("skipped", None, "", False, skip)] * len(cases)
+    try:
+        fitted_ids = _fitted_ids(sc)
+        records = None
+        if cases[0].metric.kind != "collective":
+            records = run_scenario(sc).records
+    except Exception as exc:  # noqa: BLE001 - report, do not stop the other cases
+        msg = str(exc) if isinstance(exc, UserError) else f"{type(exc).__name__}: {exc}"
+        return [("failed", None, "", False, msg)] * len(cases)
+    for c in cases:
+        fitted = c.fitted_from is not None or c.id in fitted_ids
+        try:
+            if c.metric.kind == "collective":
+                value, profiles = collective_time(c.metric, sc)
+            else:
+                value = read_metric(c.metric, records)
+                rec = records[0]
+                profiles = f"{rec['profile']} / {rec['network_profile']}"
+            out.append(("ok", value * c.metric.scale, profiles, fitted, ""))
+        except (MetricError, UserError) as exc:
+            out.append(("failed", None, "", fitted, str(exc)))
+    return out
+
+
+def run_cases(
+    files: Sequence[ReferenceFile],
+    progress: Progress | None = None,
+    jobs: int = 1,
+    workdir: str | Path | None = None,
+) -> list[CaseResult]:
+    """Run every case of ``files``; results in file and case order."""
+    order: list[tuple[str, Case]] = [(f.paper, c) for f in files for c in f.cases]
+    groups: dict[str, list[int]] = {}
+    for i, (_, c) in enumerate(order):
+        groups.setdefault(_group_key(c), []).append(i)
+    results: list[CaseResult | None] = [None] * len(order)
+    tmp = None
+    if workdir is None:
+        tmp = tempfile.TemporaryDirectory(prefix="simcluster-validate-")
+        workdir = tmp.name
+    keys = list(groups)
+    done = 0
+    try:
+
+        def store(key: str, outs) -> None:
+            nonlocal done
+            for i, (status, value, profiles, fitted, msg) in zip(groups[key], outs, strict=True):
+                paper, case = order[i]
+                results[i] = CaseResult(paper, case, status, value, profiles, fitted, msg)
+            done += 1
+            if progress:
+                progress(done, len(keys), order[groups[key][0]][1].id)
+
+        if jobs > 1 and len(keys) > 1:
+            import multiprocessing
+            from concurrent.futures import ProcessPoolExecutor
+
+            ctx = multiprocessing.get_context("spawn")
+            with ProcessPoolExecutor(max_workers=min(jobs, len(keys)), mp_context=ctx) as pool:
+                futs = {
+                    k: pool.submit(_run_group, [order[i][1] for i in groups[k]], str(workdir))
+                    for k in keys
+                }
+                for k in keys:
+                    store(k, futs[k].result())
+        else:
+            for k in keys:
+                store(k, _run_group([order[i][1] for i in groups[k]], str(workdir)))
+    finally:
+        if tmp is not None:
+            tmp.cleanup()
+    return [r for r in results if r is not None]

@@ -1,0 +1,183 @@
+"""What-if sweeps: field paths, the grid, points.csv, resume after a kill, executors."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from simcluster.cli import main
+from simcluster.errors import ConfigError, UserError
+from simcluster.sweep import build_point, make_grid, materialize, parse_axis, parse_path, run_sweep
+from simcluster.sweep.overrides import set_path, split_values
+from simcluster.sweep.runner import read_points
+
+ROOT = Path(__file__).resolve().parents[1]
+
+SMALL = {
+    "name": "tiny",
+    "topology": "puhti",
+    "profile": "v100-sxm2-32gb",
+    "workload": {"model": "resnet18-cifar", "dataset": "cifar10", "batch_per_gpu": 128},
+    "schedules": [{"name": "ddp"}, {"name": "hsadmm", "options": {"keep": 0.5}}],
+    "study": {"kind": "strong", "gpus": [4, 8]},
+}
+
+
+@pytest.fixture
+def small(tmp_path: Path) -> Path:
+    p = tmp_path / "tiny.yaml"
+    p.write_text(yaml.safe_dump(SMALL))
+    return p
+
+
+def test_parse_path_and_values():
+    assert parse_path("schedules[1].options.keep") == ["schedules", 1, "options", "keep"]
+    assert parse_path("topology.node.nics.bandwidth") == ["topology", "node", "nics", "bandwidth"]
+    assert split_values("50 Gb/s,100 Gb/s") == ["50 Gb/s", "100 Gb/s"]
+    assert split_values("[8, 16],[32, 64]") == ["[8, 16]", "[32, 64]"]
+    ax = parse_axis("workload.batch_per_gpu=64,128")
+    assert ax.values == (64, 128)
+    with pytest.raises(ConfigError, match="PATH=V1"):
+        parse_axis("workload.batch_per_gpu")
+    with pytest.raises(ConfigError, match="repeated"):
+        parse_axis("seed=1,1")
+
+
+def test_set_path_wraps_scalars_into_lists_and_names_bad_indices():
+    d = {"study": {"gpus": [8, 16]}, "schedules": [{"name": "ddp"}]}
+    set_path(d, parse_path("study.gpus"), 64)
+    assert d["study"]["gpus"] == [64]
+    set_path(d, parse_path("schedules[0].options.bucket_cap_mb"), 50)
+    assert d["schedules"][0]["options"] == {"bucket_cap_mb": 50}
+    with pytest.raises(ConfigError, match=r"schedules\[3\].*index out of range"):
+        set_path(d, parse_path("schedules[3].name"), "x")
+
+
+def test_grid_order_first_axis_slowest():
+    g = make_grid([parse_axis("a=1,2"), parse_axis("b=x,y")])
+    assert g == [{"a": 1, "b": "x"}, {"a": 1, "b": "y"}, {"a": 2, "b": "x"}, {"a": 2, "b": "y"}]
+
+
+def test_topology_field_writes_a_modified_topology(tmp_path):
+    point = build_point(SMALL, {"topology.fabric.oversubscription": 4}, "tiny.yaml")
+    sc = materialize(point, tmp_path)
+    assert Path(sc.topology).is_file()
+    assert yaml.safe_load(Path(sc.topology).read_text())["fabric"]["oversubscription"] == 4
+    bad = build_point(SMALL, {"topology.fabric.oversubscription": 0.5}, "tiny.yaml")
+    with pytest.raises(UserError, match="oversubscription"):
+        materialize(bad, tmp_path)
+
+
+def test_sweep_rows_values_and_plots(small, tmp_path):
+    axes = [parse_axis("topology.node.nics.bandwidth=25 Gb/s,100 Gb/s")]
+    r = run_sweep(small, axes, out=tmp_path / "out")
+    assert r.points == 2 and len(r.rows) == 2 * 2 * 2  # points x schedules x sizes
+    ddp = {
+        row["topology.node.nics.bandwidth"]: row
+        for row in r.rows
+        if row["schedule"] == "ddp" and row["gpus"] == "8"
+    }
+    # a slower NIC makes DDP's iteration no faster
+    assert float(ddp["25 Gb/s"]["iteration_time_s"]) >= float(ddp["100 Gb/s"]["iteration_time_s"])
+    from simcluster.sweep.plots import plot_sweep
+
+    pngs = plot_sweep(r.out, r.rows, [a.path for a in axes], "t")
+    assert [p.name for p in pngs] == ["sweep.png"] and pngs[0].stat().st_size > 0
+
+
+def test_resume_after_interrupt_gives_identical_points_csv(small, tmp_path):
+    axes = [
+        parse_axis("workload.batch_per_gpu=32,64,128"),
+        parse_axis("schedules[1].options.keep=0.3,0.5"),
+    ]
+    full = run_sweep(small, axes, out=tmp_path / "full")
+    reference = (full.out / "points.csv").read_bytes()
+
+    class Stop(Exception):
+        pass
+
+    def stop_after_two(done, total, label):
+        if done >= 2 and label not in ("starting", "resumed"):
+            raise Stop
+
+    with pytest.raises(Stop):
+        run_sweep(small, axes, out=tmp_path / "cut", progress=stop_after_two)
+    partial = tmp_path / "cut" / "points.csv"
+    # a kill in the middle of a write leaves half a line behind
+    with partial.open("a") as fh:
+        fh.write("64,0.3,ddp,4,1,0.12")
+    again = run_sweep(small, axes, out=tmp_path / "cut", resume=True)
+    assert again.skipped == 2 and again.ran == 4
+    assert partial.read_bytes() == reference
+    # same scenario, same seed: a rerun from scratch writes the same bytes too
+    assert (
+        run_sweep(small, axes, out=tmp_path / "again").out / "points.csv"
+    ).read_bytes() == reference
+
+
+def test_sigkill_then_resume_matches_uninterrupted(small, tmp_path):
+    axes = ["--set", "workload.batch_per_gpu=16,32,64,128,256,512"]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    cmd = [sys.executable, "-m", "simcluster.cli", "sweep", str(small), *axes, "--no-plots"]
+    done = tmp_path / "done"
+    subprocess.run([*cmd, "--out", str(done)], check=True, capture_output=True, env=env)
+    killed = tmp_path / "killed"
+    proc = subprocess.Popen(
+        [*cmd, "--out", str(killed)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env
+    )
+    csv = killed / "points.csv"
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        if csv.exists() and len(read_points(csv)[1]) >= 4:  # at least one point written
+            break
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    rows_before = len(read_points(csv)[1])
+    assert 0 < rows_before < 24, f"kill did not land mid-sweep ({rows_before} of 24 rows)"
+    out = subprocess.run(
+        [*cmd, "--out", str(killed), "--resume"],
+        check=True,
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    assert "from a previous run" in out.stdout
+    assert csv.read_bytes() == (done / "points.csv").read_bytes()
+
+
+def test_process_pool_and_dask_give_the_same_points(small, tmp_path):
+    axes = [parse_axis("workload.batch_per_gpu=64,128")]
+    local = run_sweep(small, axes, out=tmp_path / "local")
+    pool = run_sweep(small, axes, out=tmp_path / "pool", jobs=2)
+    assert (pool.out / "points.csv").read_bytes() == (local.out / "points.csv").read_bytes()
+    distributed = pytest.importorskip("distributed")
+    with distributed.LocalCluster(
+        n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None
+    ) as cluster:
+        with distributed.Client(cluster) as client:
+            via_dask = run_sweep(small, axes, out=tmp_path / "dask", executor="dask", client=client)
+    assert (via_dask.out / "points.csv").read_bytes() == (local.out / "points.csv").read_bytes()
+
+
+@pytest.mark.parametrize(
+    "args, expected",
+    [
+        (["--set", "workload.batch_per_gpu=0"], "workload.batch_per_gpu"),
+        (["--set", "workload.batch_per_gpus=8"], "did you mean 'batch_per_gpu'"),
+        (["--set", "nonsense"], "PATH=V1"),
+        (["--executor", "spark"], "--executor"),
+        (["--executor", "dask"], "--scheduler"),
+    ],
+)
+def test_bad_sweep_input_is_one_line_exit_2(small, tmp_path, capsys, args, expected):
+    rc = main(["sweep", str(small), "--out", str(tmp_path / "o"), *args])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1 and expected in err[0], err

@@ -1,0 +1,235 @@
+"""Validation: reference cases as data, metrics, skips, fitted exclusion, summary, CLI."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from simcluster.cli import main
+from simcluster.errors import ConfigError
+from simcluster.study import run_scenario
+from simcluster.sweep import build_point, materialize
+from simcluster.validation import load_references, run_cases, summary
+from simcluster.validation.cases import load_reference_file
+from simcluster.validation.live import link_costs, validate_live
+
+ROOT = Path(__file__).resolve().parents[1]
+SCEN = {
+    "name": "tiny",
+    "topology": "puhti",
+    "profile": "v100-sxm2-32gb",
+    "workload": {"model": "resnet18-cifar", "dataset": "cifar10", "batch_per_gpu": 128},
+    "schedules": [{"name": "ddp"}, {"name": "hsadmm", "options": {"keep": 0.5}}],
+    "study": {"kind": "strong", "gpus": [4, 8]},
+}
+
+
+def write_refs(tmp_path: Path, cases: list[dict], paper: str = "Toy") -> Path:
+    (tmp_path / "tiny.yaml").write_text(yaml.safe_dump(SCEN))
+    folder = tmp_path / "refs"
+    folder.mkdir(exist_ok=True)
+    for c in cases:
+        c.setdefault("scenario", str(tmp_path / "tiny.yaml"))
+        c.setdefault("source", "test")
+        c.setdefault("confidence", "high")
+        c.setdefault("what", c["id"])
+    (folder / "toy.yaml").write_text(
+        yaml.safe_dump({"paper": paper, "source": "t", "cases": cases})
+    )
+    return folder
+
+
+def test_shipped_references_load_and_name_existing_scenarios():
+    files = load_references()
+    papers = {f.paper for f in files}
+    assert {"PRUNEX", "SSFusion", "node-based", "SpMV"} <= papers
+    for f in files:
+        for c in f.cases:
+            assert (ROOT / c.scenario).is_file() or c.requires, c.id
+            assert c.note or c.confidence == "high", f"{c.id}: say why the confidence is not high"
+
+
+def test_metrics_read_the_run(tmp_path):
+    folder = write_refs(
+        tmp_path,
+        [
+            {
+                "id": "sp",
+                "metric": {"kind": "field", "schedule": "ddp", "gpus": 8, "field": "speedup"},
+                "reference": 2.0,
+            },
+            {
+                "id": "ratio",
+                "metric": {
+                    "kind": "ratio",
+                    "field": "time_to_train_s",
+                    "num": {"schedule": "ddp", "gpus": 8},
+                    "den": {"schedule": "hsadmm", "gpus": 8},
+                },
+                "reference": 1.0,
+            },
+            {
+                "id": "cons",
+                "metric": {
+                    "kind": "segments",
+                    "schedule": "hsadmm",
+                    "gpus": 8,
+                    "segments": "consensus",
+                    "value": "extra.dense_bytes",
+                    "aggregate": "mean",
+                },
+                "reference": 1e6,
+            },
+            {
+                "id": "share",
+                "metric": {
+                    "kind": "segment_share",
+                    "schedule": "hsadmm",
+                    "gpus": 8,
+                    "segments": "consensus",
+                    "share_of": "inter_allreduce",
+                    "categories": ["inter_allreduce", "intra_allreduce"],
+                },
+                "reference": 0.5,
+            },
+        ],
+    )
+    res = {r.case.id: r for r in run_cases(load_references(folder))}
+    assert all(r.status == "ok" for r in res.values()), [r.message for r in res.values()]
+    recs = run_scenario(materialize(build_point(SCEN, {}), tmp_path)).records
+    ddp8 = next(r for r in recs if r["schedule"] == "ddp" and r["gpus"] == 8)
+    hs8 = next(r for r in recs if r["schedule"] == "hsadmm" and r["gpus"] == 8)
+    assert res["sp"].predicted == pytest.approx(ddp8["speedup"])
+    assert res["sp"].error == pytest.approx((ddp8["speedup"] - 2.0) / 2.0)
+    assert res["ratio"].predicted == pytest.approx(ddp8["time_to_train_s"] / hs8["time_to_train_s"])
+    assert res["cons"].predicted == pytest.approx(4 * 11_173_962)
+    assert 0 < res["share"].predicted < 1
+    assert "v100-sxm2-32gb (spec)" in res["sp"].profiles
+
+
+def test_skips_failures_and_fitted_cases_leave_the_summary(tmp_path):
+    folder = write_refs(
+        tmp_path,
+        [
+            {
+                "id": "ok",
+                "metric": {"kind": "field", "schedule": "ddp", "field": "speedup"},
+                "reference": 2.0,
+            },
+            {
+                "id": "fit",
+                "metric": {"kind": "field", "schedule": "ddp", "field": "speedup"},
+                "reference": 100.0,
+                "fitted_from": "some-profile (achieved bandwidth)",
+            },
+            {
+                "id": "noschedule",
+                "requires": ["spmv-from-the-future"],
+                "metric": {"kind": "field", "schedule": "x", "field": "speedup"},
+                "reference": 1.0,
+            },
+            {
+                "id": "nofile",
+                "scenario": "scenarios/does-not-exist.yaml",
+                "metric": {"kind": "field", "schedule": "x", "field": "speedup"},
+                "reference": 1.0,
+            },
+            {
+                "id": "badfield",
+                "metric": {"kind": "field", "schedule": "ddp", "field": "nope"},
+                "reference": 1.0,
+            },
+        ],
+    )
+    res = {r.case.id: r for r in run_cases(load_references(folder))}
+    assert res["noschedule"].message == "skipped: schedule spmv-from-the-future not available"
+    assert res["nofile"].status == "skipped" and "not available" in res["nofile"].message
+    assert res["badfield"].status == "failed" and "no field 'nope'" in res["badfield"].message
+    assert res["fit"].fitted
+    s = summary(list(res.values()))["Toy"]
+    assert (s["counted"], s["fitted"], s["skipped"], s["failed"]) == (1, 1, 2, 1)
+    assert s["max_abs_error"] == pytest.approx(abs(res["ok"].error))
+
+
+def test_bad_reference_file_names_the_field(tmp_path):
+    p = tmp_path / "r.yaml"
+    p.write_text(
+        yaml.safe_dump(
+            {
+                "paper": "x",
+                "source": "y",
+                "cases": [
+                    {
+                        "id": "a",
+                        "what": "w",
+                        "source": "s",
+                        "scenario": "s.yaml",
+                        "reference": 1,
+                        "confidence": "sure",
+                        "metric": {"kind": "field", "schedule": "ddp", "field": "f"},
+                    }
+                ],
+            }
+        )
+    )
+    with pytest.raises(ConfigError, match=r"cases\[0\]\.confidence.*high, medium, low"):
+        load_reference_file(p)
+
+
+def test_validate_cli_prints_cases_summary_and_plot(tmp_path, capsys):
+    folder = write_refs(
+        tmp_path,
+        [
+            {
+                "id": "sp",
+                "metric": {"kind": "field", "schedule": "ddp", "field": "speedup"},
+                "reference": 2.0,
+            },
+        ],
+    )
+    out = tmp_path / "v"
+    assert main(["validate", "--references", str(folder), "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "sp " in text and "summary" in text and "overall" in text
+    assert (out / "scatter.png").stat().st_size > 0
+    payload = json.loads((out / "validation.json").read_text())
+    assert payload["cases"][0]["id"] == "sp" and "overall" in payload["summary"]
+
+
+def test_validate_cli_bad_set_is_one_line_exit_2():
+    proc = subprocess.run(
+        [sys.executable, "-m", "simcluster.cli", "validate", "--set", "papers"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+    err = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(err) == 1 and "paper, live, all" in err[0]
+    assert "Traceback" not in proc.stderr
+
+
+def test_recorded_live_run_validates(tmp_path):
+    rep = validate_live(ROOT / "scenarios/references/live/localhost-2x1.json", tmp_path)
+    got = {(p.pattern, p.phase): p for p in rep.phases}
+    for key in [
+        ("ddp", "allreduce"),
+        ("topk", "allgather"),
+        ("hsadmm", "inter_allreduce"),
+        ("hsadmm", "mask_sync"),
+        ("nodebased", "param_average"),
+        ("fusion", "allgather"),
+    ]:
+        assert got[key].source == "network" and got[key].simulated > 0
+    assert all(p.source == "replayed" for p in rep.phases if p.phase in ("sparsify", "pack"))
+    assert (tmp_path / "localhost-live.yaml").is_file()
+
+
+def test_link_costs_follow_the_ring_formula():
+    c = link_costs({"alpha_s": 6e-4, "beta_s_per_byte": 1e-9}, 4)
+    assert c["overhead_s"] == pytest.approx(1e-4)  # a / (2 (P-1))
+    assert c["bandwidth"] == pytest.approx(6 / 4 / 1e-9)  # 2 (P-1) / (P b)
