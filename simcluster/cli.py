@@ -1,4 +1,4 @@
-"""The ``simcluster`` command: run, topo, list.
+"""The ``simcluster`` command: run, topo, list, calibrate, validate, sweep.
 
 Bad input (a scenario, a topology file, a name, a flag value) prints one
 message and exits with code 2; no traceback reaches the user.
@@ -40,6 +40,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     sc = load_scenario(args.scenario)
     if args.network_model:
         sc = sc.model_copy(update={"network_model": args.network_model})
+    from simcluster.report import format_table
+    from simcluster.schedules.spmv import prefetch_partitions, table1_tables
+
+    prefetch_partitions(sc)  # sparse-DNN partitions, in parallel (no-op without spmv)
     result = run_scenario(sc, progress=ProgressBar())
     payload = result.to_json()
     out = Path(args.out or sc.output or Path("results") / sc.name)
@@ -48,8 +52,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     write_csv(out / "results.csv", result.records)
     write_chrome_trace(out / "trace.json", result.traces)
     if not args.no_plots:
-        plot_scaling(out / "scaling.png", result.records, f"{sc.name}: strong/weak scaling")
-        plot_breakdown(out / "breakdown.png", result.records, f"{sc.name}: time per iteration")
+        plot_scaling(out / "scaling.png", result.records, f"{sc.name}: {sc.study.kind} scaling")
+        plot_breakdown(
+            out / "breakdown.png",
+            result.records,
+            f"{sc.name}: compute and exposed communication per step",
+        )
     if args.json:
         print(json.dumps(payload, indent=2))
         return 0
@@ -59,6 +67,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         f"{sc.workload.precision}, topology {sc.topology}, {sc.study.kind} scaling\n"
     )
     print(scaling_table(result.records))
+    for title, headers, rows in table1_tables(sc, result.records):
+        print(f"{title}\n{format_table(headers, rows)}\n")
     segments = segment_table(result.records)
     if segments:
         print(segments)
@@ -71,10 +81,28 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_spmv_table(args: argparse.Namespace) -> int:
+    from simcluster.report import format_table
+    from simcluster.scenario import load_scenario
+    from simcluster.schedules.spmv import prefetch_partitions, table1_tables
+
+    sc = load_scenario(args.scenario)
+    prefetch_partitions(sc)
+    tables = table1_tables(sc)
+    if not tables:
+        raise UserError(f"{args.scenario}: no spmv schedule in this scenario")
+    for title, headers, rows in tables:
+        print(f"{title}\n{format_table(headers, rows)}\n")
+    return 0
+
+
 def cmd_topo(args: argparse.Namespace) -> int:
     from simcluster.topology.summary import topology_cli
 
-    png = None if args.no_png else (args.png or f"{Path(args.topology).stem}.png")
+    png = None
+    if not args.no_png:
+        png = args.png or str(Path("results") / "topology" / f"{Path(args.topology).stem}.png")
+        Path(png).parent.mkdir(parents=True, exist_ok=True)
     print(topology_cli(args.topology, png, args.nodes))
     if png:
         print(f"drawing: {png}")
@@ -99,6 +127,31 @@ def cmd_list(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_calibrate(args: argparse.Namespace) -> int:
+    # calibrate/ is a top-level folder of the checkout (it needs torch), not an installed
+    # package: put the checkout on the path the way `python -m calibrate...` would.
+    from simcluster.paths import project_root
+
+    root = str(project_root())
+    if root not in sys.path:
+        sys.path.insert(0, root)
+    from calibrate.cli import run
+
+    return run(args)
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    from simcluster.validation.cli import run
+
+    return run(args)
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    from simcluster.sweep.cli import run
+
+    return run(args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(
         prog="simcluster",
@@ -120,11 +173,63 @@ def build_parser() -> argparse.ArgumentParser:
     t = sub.add_parser("topo", help="summarise a topology and draw it to PNG")
     t.add_argument("topology", help="topology name or YAML file")
     t.add_argument("--nodes", type=int, help="number of nodes to build")
-    t.add_argument("--png", help="PNG path (default <name>.png)")
+    t.add_argument("--png", help="PNG path (default results/topology/<name>.png)")
     t.add_argument("--no-png", action="store_true", help="print the summary only")
     t.set_defaults(func=cmd_topo)
     li = sub.add_parser("list", help="models, topologies, profiles and schedules")
     li.set_defaults(func=cmd_list)
+    sp = sub.add_parser("spmv-table", help="sparse-DNN partition metrics (SpMV paper Table 1)")
+    sp.add_argument("scenario", help="scenario YAML file with spmv schedules")
+    sp.set_defaults(func=cmd_spmv_table)
+    c = sub.add_parser(
+        "calibrate",
+        help="measure kernel and collective times, derive or check profiles",
+        description="measure (default): time real kernels on --device and write a measured "
+        "profile + network profile; derive: transfer a measured profile to a target spec "
+        "sheet; check: simulated vs measured forward+backward of a ResNet",
+    )
+    c.add_argument("action", nargs="?", default="measure", choices=["measure", "derive", "check"])
+    c.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (measure, check)")
+    c.add_argument("--out", help="profile JSON to write (measure, derive)")
+    c.add_argument("--network-out", help="network profile JSON (measure; default beside --out)")
+    c.add_argument("--no-network", action="store_true", help="skip the collective sweep")
+    c.add_argument("--quick", action="store_true", help="under a minute on 2 CPU cores")
+    c.add_argument("--tiny", action="store_true", help="a few seconds: smoke tests only")
+    c.add_argument("--models", help="zoo shapes to time: MODEL[@INPUT][:BATCH],... (measure)")
+    c.add_argument("--batch", type=int, default=32, help="batch size (default 32)")
+    c.add_argument("--precisions", help="fp32 or fp32,amp (default: amp too on CUDA)")
+    c.add_argument(
+        "--check",
+        help="measure: whole ResNets timed in the same rounds, MODEL[:BATCH],... or none "
+        "(default resnet18-cifar:32; none with --tiny)",
+    )
+    c.add_argument("--threads", type=int, help="torch threads (default: all CPUs usable)")
+    c.add_argument("--rounds", type=int, help="interleaved rounds per benchmark")
+    c.add_argument(
+        "--clock",
+        choices=["wall", "cpu"],
+        default="wall",
+        help="cpu: thread CPU time, with --threads 1 (robust on a shared machine)",
+    )
+    c.add_argument("--spec", help="spec profile of the measured device (for derive)")
+    c.add_argument("--from", dest="source", help="measured profile to derive from (derive)")
+    c.add_argument("--target", help="spec profile of the target device (derive)")
+    c.add_argument("--source-spec", help="spec profile of the source device (derive)")
+    c.add_argument("--profile", help="profile to check (check)")
+    c.add_argument("--model", help="ResNet of the zoo to check (default resnet18-cifar)")
+    c.add_argument("--name", help="profile name (default: the --out file's stem)")
+    c.add_argument("--json", action="store_true", help="check: print the result as JSON")
+    c.add_argument("--force", action="store_true", help="overwrite existing --out files")
+    c.set_defaults(func=cmd_calibrate)
+    from simcluster.sweep.cli import add_arguments as sweep_arguments
+    from simcluster.validation.cli import add_arguments as validate_arguments
+
+    v = sub.add_parser("validate", help="predicted vs measured: paper figures and live runs")
+    validate_arguments(v)
+    v.set_defaults(func=cmd_validate)
+    w = sub.add_parser("sweep", help="what-if grid over scenario, topology or profile fields")
+    sweep_arguments(w)
+    w.set_defaults(func=cmd_sweep)
     return p
 
 
