@@ -7,13 +7,17 @@ simulator is low: the link constants come from an allreduce sweep on idle
 buffers, while in training every collective competes with the other process's
 compute for the two cores, and gloo's small allgathers cost more per call than the
 allreduce fit's start-up term), a worst phase of -80% (top-k's 62 small allgathers
-per iteration), and whole-iteration errors of 2% to 9% (compute other than the
-collectives is replayed there, so the iteration mostly checks the replay and the
-waiting between ranks). So the simulator is 1.5x to 2.7x too fast for gloo
-collectives on this host, and the test says so: it allows a median |error| of 80%
-(simulated at least a fifth of measured), every collective phase between 0.1x and
-2x of measured, and 25% per iteration. A unit slip or a broken lowering (an order
-of magnitude) fails it; run-to-run noise on a shared 2-core machine does not.
+per iteration). Whole iterations: with compute replayed from the run they were
+within 2% to 9%; since the measured CPU profile (calibrate/profiles/cpu-xeon-1core,
+one thread, timed alone) predicts forward, backward and the optimizer, four quiet
+runs gave -8% to -18% per pattern (two live processes share the memory system the
+profile had to itself), and one run beside a benchmark loading both cores gave -44%.
+So the simulator is 1.5x to 2.7x too fast for gloo collectives on this host and
+up to a fifth too fast per iteration, and the test says so: it allows a median
+|error| of 80% over the collectives (simulated at least a fifth of measured), every
+collective phase between 0.1x and 2x of measured, and 35% per iteration. A unit
+slip or a broken lowering (an order of magnitude) fails it; run-to-run noise on a
+quiet 2-core machine does not (a machine busy with other work can).
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ from simcluster.validation.live import validate_live
 
 ROOT = Path(__file__).resolve().parents[1]
 COMM_MEDIAN_BOUND = 0.80
-ITERATION_BOUND = 0.25
+ITERATION_BOUND = 0.35
 
 pytest.importorskip("torch")
 
