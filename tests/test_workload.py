@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import math
-import time
 
 import pytest
 from hypothesis import given, settings
@@ -230,10 +229,9 @@ def test_invalid_num_classes():
     assert info.value.path == "workload.num_classes"
 
 
-def test_build_is_fast_and_cached():
+def test_build_is_cached():
+    # speed is a benchmark's business (bench/); here: the cache hands back the same table
     zoo._build.cache_clear()
-    start = time.perf_counter()
     model = build_model("resnet152")
-    assert time.perf_counter() - start < 0.05
     assert build_model("resnet152", 224, 1000) is model
     assert isinstance(model, Model) and model.name == "resnet152"
