@@ -287,53 +287,56 @@ def random_csr(rows: int, cols: int, per_row: int, device, seed: int = 0) -> tor
 MAX_NNZ_BATCH = 1 << 25
 
 
+def _sparse_shapes(
+    sizes: Iterable[int], per_rows: Iterable[int], batches: Iterable[int]
+) -> Iterator[tuple[int, int, int]]:
+    """(rows, non-zeros per row, batch) triples within :data:`MAX_NNZ_BATCH`."""
+    for n in sizes:
+        for d in per_rows:
+            for b in batches:
+                if n * d * b <= MAX_NNZ_BATCH:
+                    yield n, d, b
+
+
 def spmv_cases(
     sizes: Iterable[int], per_rows: Iterable[int], batches: Iterable[int], device
 ) -> Iterator[Case]:
     """CSR ``A @ x`` (batch 1, SpMV) and ``A @ X`` (X has ``batch`` columns, SpMM)."""
-    for n in sizes:
-        for d in per_rows:
-            for b in batches:
-                if n * d * b > MAX_NNZ_BATCH:
-                    continue
+    for n, d, b in _sparse_shapes(sizes, per_rows, batches):
 
-                def build(n=n, d=d, b=b) -> Callable[[], object]:
-                    a = random_csr(n, n, d, device)
-                    shape = (n, b) if b > 1 else (n,)
-                    x = torch.randn(*shape, device=device)
-                    return lambda: a @ x
+        def build(n=n, d=d, b=b) -> Callable[[], object]:
+            a = random_csr(n, n, d, device)
+            shape = (n, b) if b > 1 else (n,)
+            x = torch.randn(*shape, device=device)
+            return lambda: a @ x
 
-                yield {"nnz": n * d, "rows": n, "batch": b}, build
+        yield {"nnz": n * d, "rows": n, "batch": b}, build
 
 
 def outer_update_cases(
     sizes: Iterable[int], per_rows: Iterable[int], batches: Iterable[int], device
 ) -> Iterator[Case]:
     """Gradient step of a sparse layer at its non-zeros: ``W[nz] -= lr * (delta @ x^T)[nz]``."""
-    for n in sizes:
-        for d in per_rows:
-            for b in batches:
-                if n * d * b > MAX_NNZ_BATCH:
-                    continue
+    for n, d, b in _sparse_shapes(sizes, per_rows, batches):
 
-                def build(n=n, d=d, b=b) -> Callable[[], object]:
-                    a = random_csr(n, n, d, device)
-                    delta = torch.randn(n, b, device=device)
-                    x = torch.randn(b, n, device=device)
-                    if device.type == "cuda" and hasattr(torch.sparse, "sampled_addmm"):
-                        return lambda: torch.sparse.sampled_addmm(a, delta, x, alpha=-0.01)
-                    crow, col = a.crow_indices(), a.col_indices()
-                    row = torch.repeat_interleave(torch.arange(n, device=device), crow.diff())
-                    xt = x.t().contiguous()
-                    vals = a.values()
+        def build(n=n, d=d, b=b) -> Callable[[], object]:
+            a = random_csr(n, n, d, device)
+            delta = torch.randn(n, b, device=device)
+            x = torch.randn(b, n, device=device)
+            if device.type == "cuda" and hasattr(torch.sparse, "sampled_addmm"):
+                return lambda: torch.sparse.sampled_addmm(a, delta, x, alpha=-0.01)
+            crow, col = a.crow_indices(), a.col_indices()
+            row = torch.repeat_interleave(torch.arange(n, device=device), crow.diff())
+            xt = x.t().contiguous()
+            vals = a.values()
 
-                    def run() -> object:
-                        upd = (delta[row] * xt[col]).sum(dim=1)
-                        return vals.add_(upd, alpha=-0.01)
+            def run() -> object:
+                upd = (delta[row] * xt[col]).sum(dim=1)
+                return vals.add_(upd, alpha=-0.01)
 
-                    return run
+            return run
 
-                yield {"nnz": n * d, "rows": n, "batch": b}, build
+        yield {"nnz": n * d, "rows": n, "batch": b}, build
 
 
 # ----------------------------------------------------------------------------- memory

@@ -180,6 +180,21 @@ def partition_network(
         settings = {"preset": mtkahypar_preset}
     use_cache = cache and backend != "random"
     path = None
+
+    def result(owners, phase_s, cut, cached: bool) -> NetworkPartition:
+        return NetworkPartition(
+            net.name,
+            parts,
+            backend,
+            epsilon,
+            seed,
+            tuple(owners),
+            tuple(phase_s),
+            tuple(cut),
+            cached=cached,
+            settings=settings,
+        )
+
     if use_cache:
         key = _cache_key(net, parts, backend, epsilon, seed, settings)
         folder = Path(cache_dir) if cache_dir is not None else default_cache_dir()
@@ -187,19 +202,7 @@ def partition_network(
         if path.is_file():
             hit = _load(path, net)
             if hit is not None:
-                owners, phase_s, cut = hit
-                return NetworkPartition(
-                    net.name,
-                    parts,
-                    backend,
-                    epsilon,
-                    seed,
-                    tuple(owners),
-                    tuple(phase_s),
-                    tuple(cut),
-                    cached=True,
-                    settings=settings,
-                )
+                return result(*hit, cached=True)
     line = _StatusLine(status)
     owners: list[np.ndarray] = []
     phase_s: list[float] = []
@@ -238,15 +241,4 @@ def partition_network(
     line.clear()
     if path is not None:
         _save(path, owners, phase_s, cut)
-    return NetworkPartition(
-        net.name,
-        parts,
-        backend,
-        epsilon,
-        seed,
-        tuple(owners),
-        tuple(phase_s),
-        tuple(cut),
-        cached=False,
-        settings=settings,
-    )
+    return result(owners, phase_s, cut, cached=False)
