@@ -91,3 +91,16 @@ class StarCluster(RingCluster):
 @pytest.fixture
 def star_cluster():
     return StarCluster
+
+
+@pytest.fixture
+def tiny_scenario() -> dict:
+    """A small valid scenario mapping (ResNet-18 CIFAR on 4 and 8 Puhti GPUs)."""
+    return {
+        "name": "tiny",
+        "topology": "puhti",
+        "profile": "v100-sxm2-32gb",
+        "workload": {"model": "resnet18-cifar", "dataset": "cifar10", "batch_per_gpu": 128},
+        "schedules": [{"name": "ddp"}, {"name": "hsadmm", "options": {"keep": 0.5}}],
+        "study": {"kind": "strong", "gpus": [4, 8]},
+    }

@@ -20,20 +20,11 @@ from simcluster.sweep.runner import read_points
 
 ROOT = Path(__file__).resolve().parents[1]
 
-SMALL = {
-    "name": "tiny",
-    "topology": "puhti",
-    "profile": "v100-sxm2-32gb",
-    "workload": {"model": "resnet18-cifar", "dataset": "cifar10", "batch_per_gpu": 128},
-    "schedules": [{"name": "ddp"}, {"name": "hsadmm", "options": {"keep": 0.5}}],
-    "study": {"kind": "strong", "gpus": [4, 8]},
-}
-
 
 @pytest.fixture
-def small(tmp_path: Path) -> Path:
+def small(tmp_path: Path, tiny_scenario: dict) -> Path:
     p = tmp_path / "tiny.yaml"
-    p.write_text(yaml.safe_dump(SMALL))
+    p.write_text(yaml.safe_dump(tiny_scenario))
     return p
 
 
@@ -65,12 +56,12 @@ def test_grid_order_first_axis_slowest():
     assert g == [{"a": 1, "b": "x"}, {"a": 1, "b": "y"}, {"a": 2, "b": "x"}, {"a": 2, "b": "y"}]
 
 
-def test_topology_field_writes_a_modified_topology(tmp_path):
-    point = build_point(SMALL, {"topology.fabric.oversubscription": 4}, "tiny.yaml")
+def test_topology_field_writes_a_modified_topology(tmp_path, tiny_scenario):
+    point = build_point(tiny_scenario, {"topology.fabric.oversubscription": 4}, "tiny.yaml")
     sc = materialize(point, tmp_path)
     assert Path(sc.topology).is_file()
     assert yaml.safe_load(Path(sc.topology).read_text())["fabric"]["oversubscription"] == 4
-    bad = build_point(SMALL, {"topology.fabric.oversubscription": 0.5}, "tiny.yaml")
+    bad = build_point(tiny_scenario, {"topology.fabric.oversubscription": 0.5}, "tiny.yaml")
     with pytest.raises(UserError, match="oversubscription"):
         materialize(bad, tmp_path)
 

@@ -19,18 +19,10 @@ from simcluster.validation.cases import load_reference_file
 from simcluster.validation.live import link_costs, validate_live
 
 ROOT = Path(__file__).resolve().parents[1]
-SCEN = {
-    "name": "tiny",
-    "topology": "puhti",
-    "profile": "v100-sxm2-32gb",
-    "workload": {"model": "resnet18-cifar", "dataset": "cifar10", "batch_per_gpu": 128},
-    "schedules": [{"name": "ddp"}, {"name": "hsadmm", "options": {"keep": 0.5}}],
-    "study": {"kind": "strong", "gpus": [4, 8]},
-}
 
 
-def write_refs(tmp_path: Path, cases: list[dict], paper: str = "Toy") -> Path:
-    (tmp_path / "tiny.yaml").write_text(yaml.safe_dump(SCEN))
+def write_refs(tmp_path: Path, scenario: dict, cases: list[dict], paper: str = "Toy") -> Path:
+    (tmp_path / "tiny.yaml").write_text(yaml.safe_dump(scenario))
     folder = tmp_path / "refs"
     folder.mkdir(exist_ok=True)
     for c in cases:
@@ -54,9 +46,10 @@ def test_shipped_references_load_and_name_existing_scenarios():
             assert c.note or c.confidence == "high", f"{c.id}: say why the confidence is not high"
 
 
-def test_metrics_read_the_run(tmp_path):
+def test_metrics_read_the_run(tmp_path, tiny_scenario):
     folder = write_refs(
         tmp_path,
+        tiny_scenario,
         [
             {
                 "id": "sp",
@@ -101,7 +94,7 @@ def test_metrics_read_the_run(tmp_path):
     )
     res = {r.case.id: r for r in run_cases(load_references(folder))}
     assert all(r.status == "ok" for r in res.values()), [r.message for r in res.values()]
-    recs = run_scenario(materialize(build_point(SCEN, {}), tmp_path)).records
+    recs = run_scenario(materialize(build_point(tiny_scenario, {}), tmp_path)).records
     ddp8 = next(r for r in recs if r["schedule"] == "ddp" and r["gpus"] == 8)
     hs8 = next(r for r in recs if r["schedule"] == "hsadmm" and r["gpus"] == 8)
     assert res["sp"].predicted == pytest.approx(ddp8["speedup"])
@@ -112,9 +105,10 @@ def test_metrics_read_the_run(tmp_path):
     assert "v100-sxm2-32gb (spec)" in res["sp"].profiles
 
 
-def test_skips_failures_and_fitted_cases_leave_the_summary(tmp_path):
+def test_skips_failures_and_fitted_cases_leave_the_summary(tmp_path, tiny_scenario):
     folder = write_refs(
         tmp_path,
+        tiny_scenario,
         [
             {
                 "id": "ok",
@@ -181,9 +175,10 @@ def test_bad_reference_file_names_the_field(tmp_path):
         load_reference_file(p)
 
 
-def test_validate_cli_prints_cases_summary_and_plot(tmp_path, capsys):
+def test_validate_cli_prints_cases_summary_and_plot(tmp_path, capsys, tiny_scenario):
     folder = write_refs(
         tmp_path,
+        tiny_scenario,
         [
             {
                 "id": "sp",
