@@ -33,6 +33,7 @@ __all__ = [
     "optimizer_step",
     "bucketed_allreduce",
     "tensor_backward_times",
+    "layer_backward_time",
 ]
 
 OnGrad = Callable[[int, str], None]
@@ -103,6 +104,17 @@ def make_buckets(model, cap_bytes: float, first_cap_bytes: float, dtype_bytes: i
     return group_tensors(grad_tensors(model), cap_bytes, first_cap_bytes, dtype_bytes)
 
 
+def layer_backward_time(
+    profile: DeviceProfile, layer, index: int, batch: int, precision: str
+) -> float:
+    """Seconds of one layer's backward: weight gradient, plus the input gradient
+    for every layer but the first (nothing upstream needs it)."""
+    t = profile.layer_time(layer, batch, precision, "bwd_weight")
+    if index > 0:
+        t += profile.layer_time(layer, batch, precision, "bwd_input")
+    return t
+
+
 def tensor_backward_times(
     model, profile: DeviceProfile, batch: int, precision: str
 ) -> dict[int, float]:
@@ -118,11 +130,7 @@ def tensor_backward_times(
     for t in tensors:
         by_layer.setdefault(t.layer, []).append(t)
     for i in range(len(model.layers) - 1, -1, -1):
-        layer = model.layers[i]
-        t = profile.layer_time(layer, batch, precision, "bwd_weight")
-        if i > 0:
-            t += profile.layer_time(layer, batch, precision, "bwd_input")
-        pending += t
+        pending += layer_backward_time(profile, model.layers[i], i, batch, precision)
         if i in by_layer:
             owned = by_layer[i]
             total = sum(x.numel for x in owned)
@@ -151,9 +159,7 @@ def forward_backward(
     ready: dict[int, str] = {}
     for i in range(len(model.layers) - 1, -1, -1):
         layer = model.layers[i]
-        t = profile.layer_time(layer, batch, precision, "bwd_weight")
-        if i > 0:
-            t += profile.layer_time(layer, batch, precision, "bwd_input")
+        t = layer_backward_time(profile, layer, i, batch, precision)
         op = prog.add(compute(f"{prefix}bwd.{i}", t, "backward"))
         if layer.params > 0:
             ready[i] = op.id
