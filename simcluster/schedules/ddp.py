@@ -16,11 +16,9 @@ from pydantic import Field
 
 from simcluster.program import RankClass
 from simcluster.schedules.base import BuildContext, Iteration, Options, Schedule, register
-from simcluster.schedules.training import bucketed_allreduce, micro_steps, optimizer_step
+from simcluster.schedules.training import MB, bucketed_allreduce, micro_steps, optimizer_step
 
 __all__ = ["DDP", "DDPOptions"]
-
-MB = 1024 * 1024
 
 
 class DDPOptions(Options):

@@ -42,7 +42,7 @@ from simcluster.schedules.base import (
     Segment,
     register,
 )
-from simcluster.schedules.training import micro_steps, optimizer_step
+from simcluster.schedules.training import MB, micro_steps, optimizer_step
 
 __all__ = [
     "HSADMM",
@@ -54,7 +54,6 @@ __all__ = [
     "compacted_numel",
 ]
 
-MB = 1024 * 1024
 Sparsity = Literal["filter", "channel", "kernel_shape", "combined"]
 
 

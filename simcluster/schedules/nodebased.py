@@ -24,11 +24,9 @@ from simcluster.schedules.base import (
     Segment,
     register,
 )
-from simcluster.schedules.training import bucketed_allreduce, micro_steps, optimizer_step
+from simcluster.schedules.training import MB, bucketed_allreduce, micro_steps, optimizer_step
 
 __all__ = ["NodeBased", "NodeBasedOptions", "averagings_per_epoch"]
-
-MB = 1024 * 1024
 
 
 def averagings_per_epoch(steps: int, k_prime: int) -> int:

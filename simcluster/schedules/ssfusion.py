@@ -48,12 +48,15 @@ from simcluster.collectives import CollectiveCall
 from simcluster.program import RankClass, collective, compute
 from simcluster.schedules.base import BuildContext, Iteration, Options, Schedule, register
 from simcluster.schedules.training import (
+    ENTRY_BYTES,
+    MB,
     Bucket,
     GradTensor,
     grad_tensors,
     group_tensors,
     micro_steps,
     optimizer_step,
+    selected,
     tensor_backward_times,
 )
 
@@ -68,8 +71,6 @@ __all__ = [
     "DENSITY_FLOOR",
 ]
 
-MB = 1024 * 1024
-ENTRY_BYTES = 8  # fp32 value + int32 index
 DENSITY_FLOOR = 0.001  # the paper's lower bound on density
 
 
@@ -318,7 +319,7 @@ class _Fusion(Schedule):
                             stream="cpu",
                         )
                     )
-                    kept = max(1, round(t.numel * plan["density"]))
+                    kept = selected(t.numel, plan["density"])
                     h2d = prog.add(
                         compute(
                             f"h2d.{t.index}",
@@ -418,7 +419,7 @@ class _Fusion(Schedule):
             if self.mode == "dense":
                 plans[b.index] = self._plan(dense_ar=4.0 * b.numel)
             elif self.mode == "pertensor":
-                kept = sum(max(1, round(t.numel * o.density)) for t in b.tensors)
+                kept = sum(selected(t.numel, o.density) for t in b.tensors)
                 plans[b.index] = self._plan(
                     gpu={t.index for t in b.tensors},
                     density=o.density,
@@ -426,7 +427,7 @@ class _Fusion(Schedule):
                     decompress=kept,
                 )
             else:  # multitensor
-                kept = max(1, round(b.numel * o.density))
+                kept = selected(b.numel, o.density)
                 plans[b.index] = self._plan(
                     whole="sparsify_buffer",
                     density=o.density,
@@ -502,14 +503,12 @@ class _Selective(_Fusion):
                 t_d2h = [p.kernel_time("memcpy", nbytes=4 * n, kind="d2h_pinned") for n in sizes]
                 t_h2d = [
                     p.kernel_time(
-                        "memcpy", nbytes=ENTRY_BYTES * max(1, round(n * density)), kind="h2d_pinned"
+                        "memcpy", nbytes=ENTRY_BYTES * selected(n, density), kind="h2d_pinned"
                     )
                     for n in sizes
                 ]
                 offloaded = offload_selection(t_b, t_gpu, t_cpu, t_d2h, t_h2d, cand)
-            kept = [
-                max(1, round(n * density)) if f else 0 for n, f in zip(sizes, flags, strict=True)
-            ]
+            kept = [selected(n, density) if f else 0 for n, f in zip(sizes, flags, strict=True)]
             idx = [t.index for t in b.tensors]
             gpu = {idx[j] for j in range(len(sizes)) if flags[j] and j not in offloaded}
             off = {idx[j] for j in offloaded}

@@ -17,17 +17,9 @@ from pydantic import Field
 from simcluster.collectives import CollectiveCall
 from simcluster.program import RankClass, collective, compute
 from simcluster.schedules.base import BuildContext, Iteration, Options, Schedule, register
-from simcluster.schedules.training import micro_steps, optimizer_step
+from simcluster.schedules.training import ENTRY_BYTES, micro_steps, optimizer_step, selected
 
-__all__ = ["TopK", "TopKOptions", "selected"]
-
-#: bytes on the wire per selected entry: fp32 value + int32 index
-ENTRY_BYTES = 8
-
-
-def selected(numel: int, density: float) -> int:
-    """Entries kept out of ``numel`` at ``density`` (at least one)."""
-    return max(1, round(numel * density))
+__all__ = ["TopK", "TopKOptions"]
 
 
 class TopKOptions(Options):

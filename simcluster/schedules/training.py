@@ -23,6 +23,9 @@ from simcluster.compute.profile import DeviceProfile
 from simcluster.program import RankClass, collective, compute
 
 __all__ = [
+    "ENTRY_BYTES",
+    "MB",
+    "selected",
     "Bucket",
     "GradTensor",
     "grad_tensors",
@@ -37,6 +40,16 @@ __all__ = [
 ]
 
 OnGrad = Callable[[int, str], None]
+
+#: bytes in a MiB (bucket and buffer caps are given in MiB)
+MB = 1024 * 1024
+#: bytes on the wire per selected gradient entry: fp32 value + int32 index
+ENTRY_BYTES = 8
+
+
+def selected(numel: int, density: float) -> int:
+    """Entries a sparsifier keeps out of ``numel`` at ``density`` (at least one)."""
+    return max(1, round(numel * density))
 
 
 @dataclass(frozen=True)
