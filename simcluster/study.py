@@ -144,6 +144,7 @@ def simulate_plan(
         seg_records.append(
             {
                 "label": seg.label,
+                "plain": seg.plain,
                 "count": seg.count,
                 "time_s": t,
                 "comm_s": trace.busy_time(rep, "comm"),
@@ -239,12 +240,10 @@ def run_scenario(
             rec["efficiency"] = speedup * first["gpus"] / gpus
             records.append(rec)
             if gpus == largest:
+                # the first plain step carries the schedule's own name; others say what they are
+                step = next((s["label"] for s in metrics["segments"] if s["plain"]), None)
                 for label, trace in list(seg_traces.items())[:3]:
-                    key = (
-                        spec.display
-                        if label in ("step", "local step")
-                        else f"{spec.display}: {label}"
-                    )
+                    key = spec.display if label == step else f"{spec.display}: {label}"
                     traces[key] = trace
             done += 1
     if progress:

@@ -95,6 +95,7 @@ def test_hsadmm_plan_counts_outer_iterations(profile):
     segs = get_schedule("hsadmm")(o).plan(context(cluster, 8, model, profile), RunShape(10, 16, 20))
     consensus = [s for s in segs if s.label.startswith("consensus")]
     assert sum(s.count for s in consensus) == 4  # 20 epochs / 5 local epochs
+    assert [s.plain for s in segs] == [True] + [False] * len(consensus)
     assert [s.label for s in consensus] == [
         "consensus keep=1.00",
         "consensus keep=0.75",
@@ -212,6 +213,7 @@ def test_nodebased_crosses_nodes_only_when_averaging(profile):
     assert avg.inter_node_bytes > 0
     segs = sched.plan(ctx, RunShape(steps=10, last_batch=16, epochs=2))
     averaging = sum(s.count for s in segs if "averaging" in s.label)
+    assert [s.plain for s in segs] == ["averaging" not in s.label for s in segs]
     assert averaging == 2 * averagings_per_epoch(10, 4)
     assert sum(s.count for s in segs) == 20
 

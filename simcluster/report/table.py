@@ -109,7 +109,7 @@ def segment_table(records: Sequence[dict[str, Any]]) -> str:
         if r["gpus"] != largest:
             continue
         for seg in r.get("segments", []):
-            if seg["label"] in ("step", "last step", "local step", "local last step"):
+            if seg["plain"]:
                 continue
             parts = ", ".join(
                 f"{k} {human_seconds(v)}" for k, v in seg["breakdown_s"].items() if v > 0

@@ -105,6 +105,9 @@ class Segment:
     iteration: Iteration
     count: float
     steps: float  # training steps (optimizer updates) each run stands for
+    #: an ordinary training step (full or partial batch): shown in the scaling
+    #: table, not listed among the other programs (consensus, averaging steps)
+    plain: bool = False
 
 
 @dataclass(frozen=True)
@@ -140,11 +143,11 @@ class Schedule(ABC):
         """
         full = self.build(ctx)
         if run.last_batch == ctx.batch:
-            return [Segment("step", full, run.steps * run.epochs, 1)]
+            return [Segment("step", full, run.steps * run.epochs, 1, plain=True)]
         last = self.build(ctx.with_batch(run.last_batch))
         return [
-            Segment("step", full, (run.steps - 1) * run.epochs, 1),
-            Segment("last step", last, run.epochs, 1),
+            Segment("step", full, (run.steps - 1) * run.epochs, 1, plain=True),
+            Segment("last step", last, run.epochs, 1, plain=True),
         ]
 
 

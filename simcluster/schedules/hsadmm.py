@@ -190,6 +190,7 @@ class _ADMMBase(Schedule):
                 s.iteration,
                 s.count,
                 s.steps,
+                plain=s.plain,
             )
             for s in super().plan(ctx, run)
         ]

@@ -102,7 +102,7 @@ class NodeBased(Schedule):
         plain = run.steps - n_avg
         segs = []
         if plain:
-            segs.append(Segment("step", self.step(ctx, False), plain * run.epochs, 1))
+            segs.append(Segment("step", self.step(ctx, False), plain * run.epochs, 1, plain=True))
         if n_avg > 1:
             segs.append(
                 Segment("averaging step", self.step(ctx, True), (n_avg - 1) * run.epochs, 1)

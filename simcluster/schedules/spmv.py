@@ -277,9 +277,11 @@ class SpMV(Schedule):
         full, rem = divmod(o.vectors, ctx.batch)
         segs = []
         if full:
-            segs.append(Segment("step", self.build(ctx), full * run.epochs, 1))
+            segs.append(Segment("step", self.build(ctx), full * run.epochs, 1, plain=True))
         if rem:
-            segs.append(Segment("last step", self.build(ctx.with_batch(rem)), run.epochs, 1))
+            segs.append(
+                Segment("last step", self.build(ctx.with_batch(rem)), run.epochs, 1, plain=True)
+            )
         return segs
 
     def build(self, ctx: BuildContext) -> Iteration:
