@@ -22,8 +22,8 @@ from typing import Any
 import networkx as nx
 import numpy as np
 
-import simcluster
 from simcluster.errors import ConfigError, UnknownNameError
+from simcluster.paths import topologies_dir
 from simcluster.topology.fabric import FatTree
 from simcluster.topology.nodes import (
     NodeTemplate,
@@ -43,11 +43,6 @@ __all__ = [
     "list_topologies",
     "topologies_dir",
 ]
-
-
-def topologies_dir() -> Path:
-    """``<repo>/topologies``, where the shipped topology files live."""
-    return Path(simcluster.__file__).resolve().parents[1] / "topologies"
 
 
 class Cluster:
