@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import simpy
 
@@ -26,8 +27,7 @@ class SimulationError(RuntimeError):
     """The programs cannot finish (a collective some class never reaches)."""
 
 
-@dataclass(frozen=True, slots=True)
-class Span:
+class Span(NamedTuple):
     """One op's execution: who, where, what, when (seconds)."""
 
     rank_class: str
@@ -40,26 +40,51 @@ class Span:
     algorithm: str = ""
 
 
+def _span_key(row: tuple) -> tuple:
+    return (row[4], row[0], row[1], row[2])  # start, rank_class, stream, op
+
+
 @dataclass
 class Trace:
-    """Everything one simulation produced."""
+    """Everything one simulation produced.
 
-    spans: list[Span] = field(default_factory=list)
+    rows: one tuple per executed op, in :class:`Span` field order (the engine
+    appends plain tuples; :attr:`spans` and :meth:`class_spans` build Span
+    objects on first use, sorted by start, class, stream, op).
+    """
+
+    rows: list[tuple] = field(default_factory=list, repr=False)
     end_time: float = 0.0
     inter_node_bytes: float = 0.0
     flows: int = 0
     rate_updates: int = 0
     events: int = 0
     classes: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    _by_class: dict[str, list[tuple]] | None = field(default=None, repr=False)
+    _spans: list[Span] | None = field(default=None, repr=False)
+
+    @property
+    def spans(self) -> list[Span]:
+        """Every op's span, sorted by start time (then class, stream, op)."""
+        if self._spans is None:
+            self._spans = [Span._make(r) for r in sorted(self.rows, key=_span_key)]
+        return self._spans
 
     def class_spans(self, name: str) -> list[Span]:
-        return [s for s in self.spans if s.rank_class == name]
+        """The spans of one rank class (or ``<network>``), sorted like :attr:`spans`."""
+        if self._by_class is None:
+            index: dict[str, list[tuple]] = {}
+            for r in self.rows:
+                rows = index.get(r[0])
+                if rows is None:
+                    rows = index[r[0]] = []
+                rows.append(r)
+            self._by_class = index
+        return [Span._make(r) for r in sorted(self._by_class.get(name, ()), key=_span_key)]
 
     def busy_time(self, name: str, stream: str) -> float:
         """Seconds a stream of a class spent executing ops (spans never overlap)."""
-        return sum(
-            s.end - s.start for s in self.spans if s.rank_class == name and s.stream == stream
-        )
+        return sum(s.end - s.start for s in self.class_spans(name) if s.stream == stream)
 
     def by_category(self, name: str) -> dict[str, float]:
         out: dict[str, float] = {}
@@ -78,6 +103,17 @@ class _Rendezvous:
         self.done = env.event()
         self.category = op.category
         self.opid = op.id
+
+
+def _succeed_at(env: simpy.Environment, event: simpy.Event, when: float) -> None:
+    """Trigger ``event`` at simulated time ``when`` (>= now) without a process.
+
+    Event.succeed() fires at the current time; this schedules the same outcome
+    ``when - now`` seconds ahead, the way a Timeout is scheduled.
+    """
+    event._ok = True
+    event._value = None
+    env.schedule(event, delay=when - env.now)
 
 
 class Engine:
@@ -109,31 +145,30 @@ class Engine:
         env = simpy.Environment()
         net = make_network(self.network_model, env, self.ctx.capacity, self.ctx.inter_node_link)
         trace = Trace(classes={c.name: c.ranks for c in classes})
+        rows = trace.rows
         for c in classes:
             c.validate()
         # Which classes take part in each collective id.
-        holders: dict[str, int] = {}
-        calls: dict[str, CollectiveCall] = {}
+        rdv: dict[str, _Rendezvous] = {}
         for c in classes:
             for op in c.ops:
-                if op.is_collective:
-                    holders[op.id] = holders.get(op.id, 0) + 1
-                    prev = calls.setdefault(op.id, op.call)  # type: ignore[arg-type]
-                    if prev != op.call:
-                        raise ProgramError(f"collective {op.id!r} is called differently by classes")
-        rdv = {}
-        for c in classes:
-            for op in c.ops:
-                if op.is_collective and op.id not in rdv:
-                    rdv[op.id] = _Rendezvous(env, op, holders[op.id])
+                if op.call is None:
+                    continue
+                r = rdv.get(op.id)
+                if r is None:
+                    rdv[op.id] = _Rendezvous(env, op, 1)
+                elif r.call is not op.call and r.call != op.call:
+                    raise ProgramError(f"collective {op.id!r} is called differently by classes")
+                else:
+                    r.expected += 1
 
         def run_collective(r: _Rendezvous):
             start = env.now
             algorithm, phases = self.lowered(r.call)
             for phase in phases:
                 yield net.transfer(phase)
-            trace.spans.append(
-                Span(
+            rows.append(
+                (
                     "<network>",
                     "collective",
                     r.opid,
@@ -146,43 +181,62 @@ class Engine:
             )
             r.done.succeed()
 
-        def stream_proc(cls: RankClass, ops: list[Op], done: dict[str, simpy.Event]):
-            for op in ops:
-                waits = [done[d] for d in op.deps if not done[d].triggered]
-                if waits:
-                    yield env.all_of(waits)
-                start = env.now
+        finished = [0]
+
+        def stream_proc(cls: RankClass, ops: list[tuple[Op, tuple[str, ...]]], done: dict):
+            # ``t``: when this stream is free. Compute ops advance it without
+            # events; only collectives and waits on other streams meet the clock.
+            t = env.now
+            name = cls.name
+            for op, waits in ops:
+                for d in waits:
+                    ev = done[d]
+                    if ev.callbacks is not None:  # not yet processed
+                        yield ev
+                start = max(t, env.now)
                 if op.is_collective:
+                    if start > env.now:
+                        yield env.timeout(start - env.now)
                     r = rdv[op.id]
                     r.arrived += 1
                     if r.arrived == r.expected:
                         env.process(run_collective(r))
                     yield r.done
-                    trace.spans.append(
-                        Span(
-                            cls.name, op.stream, op.id, op.category, start, env.now, op.call.nbytes
-                        )
-                    )
-                else:
-                    if op.duration > 0:
-                        yield env.timeout(op.duration)
-                    trace.spans.append(
-                        Span(cls.name, op.stream, op.id, op.category, start, env.now)
-                    )
-                done[op.id].succeed()
+                    t = env.now
+                    rows.append((name, op.stream, op.id, op.category, start, t, op.call.nbytes, ""))
+                    continue
+                t = start + op.duration
+                rows.append((name, op.stream, op.id, op.category, start, t, 0.0, ""))
+                ev = done.get(op.id)
+                if ev is not None:  # another stream waits for this op: fire it at t
+                    _succeed_at(env, ev, t)
+            if t > env.now:
+                yield env.timeout(t - env.now)
+            finished[0] += 1
 
-        all_done: list[simpy.Event] = []
+        num_streams = 0
         for cls in classes:
-            done = {op.id: env.event() for op in cls.ops}
-            all_done.extend(done.values())
-            streams: dict[str, list[Op]] = {}
+            stream_of = {op.id: op.stream for op in cls.ops}
+            streams: dict[str, list[tuple[Op, tuple[str, ...]]]] = {}
+            done: dict[str, simpy.Event] = {}
             for op in cls.ops:
-                streams.setdefault(op.stream, []).append(op)
+                # Ops on one stream run in order: only other streams' ops are waited for.
+                waits = ()
+                if op.deps:
+                    waits = tuple(d for d in op.deps if stream_of[d] != op.stream)
+                    for d in waits:
+                        if d not in done:
+                            done[d] = rdv[d].done if d in rdv else env.event()
+                ops = streams.get(op.stream)
+                if ops is None:
+                    ops = streams[op.stream] = []
+                ops.append((op, waits))
             for ops in streams.values():
                 env.process(stream_proc(cls, ops, done))
+                num_streams += 1
         env.run()
         stuck = [r.opid for r in rdv.values() if not r.done.triggered]
-        if stuck or not all(e.triggered for e in all_done):
+        if stuck or finished[0] != num_streams:
             raise SimulationError(
                 "programs did not finish; collectives waiting for participants: "
                 + ", ".join(stuck[:5])
@@ -194,5 +248,4 @@ class Engine:
         # SimPy numbers every scheduled event; the next id is the count so far.
         eid = getattr(env, "_eid", None)
         trace.events = next(eid) if eid is not None else 0
-        trace.spans.sort(key=lambda s: (s.start, s.rank_class, s.stream, s.op))
         return trace

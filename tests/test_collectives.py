@@ -131,3 +131,24 @@ def test_double_binary_tree_shape(n):
     inner_b = {p for _, p in b}
     if n % 2 == 0:
         assert not inner_a & inner_b  # inner in at most one tree
+
+
+def test_p2p_batch_lowering_equals_flow_by_flow():
+    """The array lowering of many sends gives the flows of one ``send`` per pair."""
+    import numpy as np
+
+    from simcluster.collectives import p2p
+    from simcluster.network.flow import FlowBatch
+    from simcluster.topology import load_topology
+
+    cluster = load_topology("haswell-ib", 6)
+    ctx = CommContext(cluster, per_message_overhead=2e-6)
+    rng = np.random.default_rng(3)
+    pairs = tuple(
+        (int(a), int(b)) for a, b in rng.integers(0, cluster.num_ranks, (500, 2)).tolist()
+    )
+    call = CollectiveCall("p2p", pairs, 1.0, "direct")
+    [batch] = p2p.send_batch(ctx, call)
+    want = FlowBatch.from_flows([f for g in pairs for f in p2p.send(ctx, call, g)[0]])
+    for name in ("entry_flow", "entry_link", "nbytes", "latency"):
+        assert np.array_equal(getattr(batch, name), getattr(want, name)), name

@@ -102,3 +102,25 @@ def test_program_rejects_forward_dependencies():
     prog.add(compute("b", 1.0, "c"))
     with pytest.raises(ProgramError, match="later op"):
         prog.validate()
+
+
+def test_streams_wait_for_each_other_at_the_right_times(star_cluster):
+    """Compute ops run back to back; a cross-stream dependency starts at its op's end."""
+    prog = RankClass("x", (0,))
+    prog.add(compute("a", 1.0, "k"))
+    prog.add(compute("b", 2.0, "k"))
+    prog.add(compute("c", 0.5, "k", deps=("a",), stream="cpu"))  # waits for a only
+    prog.add(compute("d", 0.25, "k", deps=("c",)))  # after b (stream order) and c
+    prog.add(compute("e", 4.0, "k", deps=("b",), stream="copy"))  # the last to end
+    trace = Engine(CommContext(star_cluster(1, 1e9, 1e-6))).run([prog])
+    got = {s.op: (s.start, s.end) for s in trace.spans}
+    assert got == {
+        "a": (0.0, 1.0),
+        "b": (1.0, 3.0),
+        "c": (1.0, 1.5),
+        "d": (3.0, 3.25),
+        "e": (3.0, 7.0),
+    }
+    assert trace.end_time == 7.0
+    assert trace.busy_time("x", "compute") == 3.25
+    assert [s.op for s in trace.class_spans("x")] == ["a", "b", "c", "d", "e"]

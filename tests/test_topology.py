@@ -447,3 +447,34 @@ def test_draw_topology(tmp_path):
         str(out3),
     )
     assert out3.exists()
+
+
+@pytest.mark.parametrize(
+    "spec, nodes",
+    [
+        (_fat_tree_spec(64), 40),
+        (_fat_tree_spec(64, oversubscription=2), 40),
+        (_fat_tree_spec(64, rail_aligned=True, routing="dmodk"), 32),
+        (_fat_tree_spec(1024, levels=3, nodes_per_leaf=4, leaves_per_pod=4), 300),
+        ("dgx1-v100", 3),
+        ("haswell-ib", 5),
+        ("h100-nvswitch", 2),
+        ("localhost", 1),
+    ],
+)
+def test_array_routes_equal_scalar_routes(spec, nodes):
+    c = load_topology(spec, nodes) if isinstance(spec, str) else build_cluster(spec, nodes)
+    rng = np.random.default_rng(7)
+    src = rng.integers(0, c.num_ranks, 2000)
+    dst = rng.integers(0, c.num_ranks, 2000)
+    dst[:50] = src[:50]  # some self-sends: no links
+    entry_flow, entry_link = c.routes(src, dst)
+    want = [c.route(int(s), int(d)) for s, d in zip(src, dst, strict=True)]
+    assert entry_link.tolist() == [x for r in want for x in r]
+    assert entry_flow.tolist() == [i for i, r in enumerate(want) for _ in r]
+
+
+def test_array_routes_reject_bad_ranks():
+    c = load_topology("dgx1-v100", 2)
+    with pytest.raises(IndexError, match="destination rank 99"):
+        c.routes(np.array([0, 1]), np.array([1, 99]))

@@ -18,7 +18,7 @@ from functools import cached_property
 
 import numpy as np
 
-from simcluster.network.flow import FlowSpec
+from simcluster.network.flow import FlowBatch, FlowSpec
 
 __all__ = ["CollectiveCall", "CommContext", "Phase", "OPS"]
 
@@ -127,6 +127,26 @@ class CommContext:
             src=src,
             dst=dst,
         )
+
+    def flow_batch(self, src: np.ndarray, dst: np.ndarray, nbytes: np.ndarray) -> FlowBatch:
+        """:meth:`flow` (one message each) for every (src, dst) pair, as arrays.
+
+        Uses the cluster's array routing (``routes``) where it has one, else
+        routes pair by pair.
+        """
+        n = int(np.asarray(src).size)
+        routes = getattr(self.cluster, "routes", None)
+        if routes is not None:
+            entry_flow, entry_link = routes(src, dst)
+        else:
+            paths = [self.cluster.route(int(a), int(b)) for a, b in zip(src, dst, strict=True)]
+            entry_flow = np.repeat(np.arange(n, dtype=np.int64), [len(p) for p in paths])
+            entry_link = np.fromiter((x for p in paths for x in p), np.int64, entry_flow.size)
+        # Summed link by link in path order, as path_latency does.
+        path = np.bincount(entry_flow, weights=self.cluster.link_latency[entry_link], minlength=n)
+        latency = path + self.per_message_overhead
+        nbytes = np.broadcast_to(np.asarray(nbytes, dtype=np.float64), (n,)).copy()
+        return FlowBatch(entry_flow, entry_link, nbytes, latency)
 
     def flow_with_latency(self, src: int, dst: int, nbytes: float, latency: float) -> FlowSpec:
         """A flow whose start-up latency (s) the caller computed (pipelines)."""

@@ -40,6 +40,11 @@ ALGORITHMS: dict[str, dict[str, Lowering]] = {
     "p2p": {"direct": p2p.send},
 }
 
+#: Lowerings that build every group's flows as arrays in one call (many groups).
+BATCH_LOWERINGS: dict[tuple[str, str], Callable[[CommContext, CollectiveCall], list[FlowBatch]]] = {
+    ("p2p", "direct"): p2p.send_batch,
+}
+
 #: What ``auto`` chooses among, in tie-break order (NCCL's ring and tree).
 AUTO_CANDIDATES: dict[str, tuple[str, ...]] = {"allreduce": ("ring", "tree")}
 
@@ -76,10 +81,14 @@ def _shape(ctx: CommContext, call: CollectiveCall, name: str) -> list[FlowBatch]
     key = (call.op, call.groups, name, call.root)
     hit = ctx.shapes.get(key)
     if hit is None:
-        fn = ALGORITHMS[call.op][name]
         unit = CollectiveCall(call.op, call.groups, 1.0, name, call.root)
-        phases = _merge([fn(ctx, unit, tuple(g)) for g in call.groups])
-        hit = [FlowBatch.from_flows(p) for p in phases if p]
+        batched = BATCH_LOWERINGS.get((call.op, name))
+        if batched is not None:
+            hit = batched(ctx, unit)
+        else:
+            fn = ALGORITHMS[call.op][name]
+            phases = _merge([fn(ctx, unit, tuple(g)) for g in call.groups])
+            hit = [FlowBatch.from_flows(p) for p in phases if p]
         ctx.shapes[key] = hit
     return hit
 

@@ -21,7 +21,7 @@ import numpy as np
 import simpy
 
 from simcluster.network.flow import FlowBatch, FlowSpec
-from simcluster.network.maxmin import maxmin_rates
+from simcluster.network.maxmin import maxmin_solve
 
 __all__ = ["NetworkBackend", "MaxMinNetwork", "ClosedFormNetwork", "make_network", "BACKENDS"]
 
@@ -72,21 +72,9 @@ class ClosedFormNetwork(NetworkBackend):
         return self.env.timeout(float((batch.latency + move).max()))
 
 
-class _Group:
-    """Flows that started moving together: arrays over the still-active ones."""
-
-    __slots__ = ("entry_flow", "entry_link", "remaining", "size", "rate", "owner")
-
-    def __init__(self, batch: FlowBatch, owner: _Owner) -> None:
-        self.entry_flow = batch.entry_flow
-        self.entry_link = batch.entry_link
-        self.remaining = batch.nbytes.astype(np.float64).copy()
-        self.size = batch.nbytes.astype(np.float64).copy()
-        self.rate = np.zeros(self.remaining.size)
-        self.owner = owner
-
-
 class _Owner:
+    """The event of one ``transfer`` call, fired when its last flow ends."""
+
     __slots__ = ("event", "pending")
 
     def __init__(self, event: simpy.Event, pending: int) -> None:
@@ -99,8 +87,86 @@ class _Owner:
             self.event.succeed()
 
 
+class _FlowTable:
+    """The flows the network moves, as arrays (bytes, seconds, bytes/s).
+
+    Per flow: its owner, size, the bytes ``rem`` left at time ``tref``, its
+    rate, projected end ``tdone`` and the earliest time ``tslack`` at which it
+    counts as done (within ``_REL_DONE`` of its size, or 1e-6 bytes); its links
+    are ``links[ptr : ptr + nlinks]``. An ended flow keeps rate 0 and ``inf``
+    times until the next arrival compacts the table.
+    """
+
+    def __init__(self) -> None:
+        i, f = np.zeros(0, dtype=np.int64), np.zeros(0)
+        self.owner, self.ptr, self.nlinks, self.links = i, i, i, i
+        self.size, self.rem, self.tref, self.rate, self.tdone, self.tslack = f, f, f, f, f, f
+        self.alive = np.zeros(0, dtype=bool)
+        self.num_alive = 0
+
+    @property
+    def count(self) -> int:
+        return int(self.size.size)
+
+    def entries(self, flows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(position in ``flows``, link id) per (flow, link) incidence of ``flows``."""
+        lens = self.nlinks[flows]
+        local = np.repeat(np.arange(flows.size), lens)
+        first = np.cumsum(lens) - lens
+        idx = np.arange(int(lens.sum())) + np.repeat(self.ptr[flows] - first, lens)
+        return local, self.links[idx]
+
+    def set_rates(self, flows: np.ndarray | slice, rates: np.ndarray, now: float) -> None:
+        """New rates from ``now`` on (the flows' ``rem`` must be as of ``now``)."""
+        self.rate[flows] = rates
+        self.tref[flows] = now
+        self.tdone[flows] = now + self.rem[flows] / rates
+        slack = (_REL_DONE * self.size[flows] + 1e-6) / rates
+        self.tslack[flows] = self.tdone[flows] - slack
+
+    def end(self, flows: np.ndarray) -> None:
+        self.alive[flows] = False
+        self.rate[flows] = 0.0
+        self.tdone[flows] = np.inf
+        self.tslack[flows] = np.inf
+        self.num_alive -= int(flows.size)
+
+    def compact_and_add(self, batch: FlowBatch, owner: int, now: float) -> None:
+        """Drop ended flows, bring the live ones' ``rem`` to ``now``, append ``batch``."""
+        keep = np.flatnonzero(self.alive)
+        local, links = self.entries(keep)
+        order = np.argsort(batch.entry_flow, kind="stable")
+        new_flow, new_links = batch.entry_flow[order], batch.entry_link[order]
+        n_new = batch.num_flows
+        lens_new = np.bincount(new_flow, minlength=n_new)
+        lens = np.concatenate([self.nlinks[keep], lens_new])
+        self.links = np.concatenate([links, new_links])
+        self.ptr = np.cumsum(lens) - lens
+        self.nlinks = lens
+        rem = self.rem[keep] - self.rate[keep] * (now - self.tref[keep])
+        size = batch.nbytes.astype(np.float64)
+        self.rem = np.concatenate([rem, size])
+        self.size = np.concatenate([self.size[keep], size])
+        self.owner = np.concatenate([self.owner[keep], np.full(n_new, owner, dtype=np.int64)])
+        n = self.size.size
+        self.tref = np.full(n, now)
+        self.rate = np.zeros(n)
+        self.tdone = np.full(n, np.inf)
+        self.tslack = np.full(n, np.inf)
+        self.alive = np.ones(n, dtype=bool)
+        self.num_alive = n
+
+
 class MaxMinNetwork(NetworkBackend):
-    """Flow-level network with max-min fair bandwidth sharing (see module doc)."""
+    """Flow-level network with max-min fair bandwidth sharing (see module doc).
+
+    On an arrival every live flow's rate is solved afresh. When flows end, only
+    part is. Let ``l0`` be the slowest ended flow's rate. Every link an ended
+    flow crossed saturated at ``l0`` or above, and now only gains headroom, so
+    the water-filling rounds below ``l0`` run exactly as before: flows slower
+    than ``l0`` keep their rates, and the flows at ``l0`` or faster are
+    re-solved on the capacity the slower ones leave (exact, not approximate).
+    """
 
     name = "maxmin"
 
@@ -108,8 +174,11 @@ class MaxMinNetwork(NetworkBackend):
         self, env: simpy.Environment, capacity: np.ndarray, inter_node_link: np.ndarray
     ) -> None:
         super().__init__(env, capacity, inter_node_link)
-        self._groups: list[_Group] = []
-        self._last = 0.0
+        self._flows = _FlowTable()
+        self._owners: dict[int, _Owner] = {}
+        self._next_owner = 0
+        #: bytes/s carried on each link by live flows
+        self._load = np.zeros(self.capacity.size)
         self._version = 0
 
     def transfer(self, flows: FlowBatch | Sequence[FlowSpec]) -> simpy.Event:
@@ -131,73 +200,84 @@ class MaxMinNetwork(NetworkBackend):
         return event
 
     # -- internals ------------------------------------------------------------
-    def _advance(self) -> None:
-        now = self.env.now
-        dt = now - self._last
-        if dt > 0:
-            for g in self._groups:
-                g.remaining -= g.rate * dt
-        self._last = now
-
     def _start(self, batch: FlowBatch, owner: _Owner) -> None:
-        self._advance()
         has_links = np.zeros(batch.num_flows, dtype=bool)
         has_links[batch.entry_flow] = True
         moving = has_links & (batch.nbytes > 0)
         instant = int(batch.num_flows - moving.sum())
         if moving.any():
             part = batch if instant == 0 else batch.select(moving)
-            self._groups.append(_Group(part, owner))
+            oid = self._next_owner
+            self._next_owner += 1
+            self._owners[oid] = owner
+            self._flows.compact_and_add(part, oid, self.env.now)
+            self._solve_all()
         if instant:
             owner.finish(instant)
-        self._reschedule()
+        if moving.any():
+            self._reschedule()
+
+    def _solve_all(self) -> None:
+        """Rates of every live flow from scratch (all were brought to ``now``)."""
+        ft = self._flows
+        local, links = ft.entries(np.arange(ft.count))
+        rates, used, _ = maxmin_solve(local, links, ft.count, self.capacity)
+        self.rate_updates += 1
+        ft.set_rates(slice(None), rates, self.env.now)
+        inv = np.searchsorted(used, links)
+        self._load[used] = np.bincount(inv, weights=rates[local], minlength=used.size)
+
+    def _resolve_from(self, l0: float, now: float) -> None:
+        """Re-solve the live flows at rate ``l0`` (bytes/s) or faster."""
+        ft = self._flows
+        # Any threshold at or below l0 is exact; the slack absorbs round-off.
+        # Ended flows have rate 0 and are never picked.
+        aff = np.flatnonzero(ft.rate >= l0 * (1 - 1e-9))
+        if aff.size == 0:
+            return
+        ft.rem[aff] -= ft.rate[aff] * (now - ft.tref[aff])
+        local, links = ft.entries(aff)
+        self._add_load(links, -ft.rate[aff][local])
+        rates = maxmin_solve(local, links, aff.size, self.capacity, self._load)[0]
+        self.rate_updates += 1
+        ft.set_rates(aff, rates, now)
+        self._add_load(links, rates[local])
+
+    def _add_load(self, links: np.ndarray, rates: np.ndarray) -> None:
+        used, inv = np.unique(links, return_inverse=True)
+        self._load[used] += np.bincount(inv, weights=rates, minlength=used.size)
 
     def _reschedule(self) -> None:
         self._version += 1
-        if not self._groups:
+        ft = self._flows
+        if ft.num_alive == 0:
             return
-        offsets = np.cumsum([0] + [g.remaining.size for g in self._groups])
-        entry_flow = np.concatenate(
-            [g.entry_flow + off for g, off in zip(self._groups, offsets[:-1], strict=True)]
-        )
-        entry_link = np.concatenate([g.entry_link for g in self._groups])
-        rates = maxmin_rates(entry_flow, entry_link, int(offsets[-1]), self.capacity)
-        self.rate_updates += 1
-        delay = np.inf
-        for g, lo, hi in zip(self._groups, offsets[:-1], offsets[1:], strict=True):
-            g.rate = rates[lo:hi]
-            delay = min(delay, float((g.remaining / g.rate).min()))
+        wake = float(ft.tdone.min())
         version = self._version
-        t = self.env.timeout(max(delay, 0.0))
+        t = self.env.timeout(max(wake - self.env.now, 0.0))
         t.callbacks.append(lambda _e: self._on_wakeup(version))
 
     def _on_wakeup(self, version: int) -> None:
         if version != self._version:
             return  # superseded by a later arrival
-        self._advance()
+        now = self.env.now
+        ft = self._flows
         # Flows within a hair of completion finish together (float round-off).
-        dones = [g.remaining <= _REL_DONE * g.size + 1e-6 for g in self._groups]
-        if not any(d.any() for d in dones):  # numerical slack: finish the closest
-            closest = min(float((g.remaining / g.rate).min()) for g in self._groups)
-            dones = [(g.remaining / g.rate) <= closest for g in self._groups]
-        kept: list[_Group] = []
-        finished: list[tuple[_Owner, int]] = []
-        for g, done in zip(self._groups, dones, strict=True):
-            n_done = int(done.sum())
-            if n_done:
-                finished.append((g.owner, n_done))
-            if n_done < done.size:
-                live = ~done
-                new_index = np.cumsum(live) - 1
-                keep = live[g.entry_flow]
-                g.entry_flow = new_index[g.entry_flow[keep]]
-                g.entry_link = g.entry_link[keep]
-                g.remaining = g.remaining[live]
-                g.size = g.size[live]
-                g.rate = g.rate[live]
-                kept.append(g)
-        self._groups = kept
-        for owner, n in finished:
+        ended = np.flatnonzero(ft.tslack <= now)
+        if ended.size == 0:  # numerical slack: finish the closest
+            ended = np.flatnonzero(ft.tdone <= ft.tdone.min())
+        # A flow's rate is the level of its bottleneck, the lowest of its links.
+        l0 = float(ft.rate[ended].min())
+        local, links = ft.entries(ended)
+        self._add_load(links, -ft.rate[ended][local])
+        owners, counts = np.unique(ft.owner[ended], return_counts=True)
+        ft.end(ended)
+        if ft.num_alive:
+            self._resolve_from(l0, now)
+        for oid, n in zip(owners.tolist(), counts.tolist(), strict=True):
+            owner = self._owners[oid]
+            if owner.pending == n:
+                del self._owners[oid]
             owner.finish(n)
         self._reschedule()
 

@@ -7,13 +7,119 @@ All unfrozen flows share one level, so a round touches only the incidence
 entries of flows still unfrozen plus the links: O(live entries + links). The
 number of rounds is the number of distinct bottleneck levels (one or two for
 the symmetric phases of a collective).
+
+:func:`maxmin_solve` also returns the level at which each link saturated. The
+network backend uses it to re-solve only part of the problem when flows end:
+removing flows leaves every round below the lowest level of the links they
+crossed unchanged (see :class:`simcluster.network.backend.MaxMinNetwork`).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["maxmin_rates"]
+__all__ = ["maxmin_rates", "maxmin_solve"]
+
+#: relative slack under which a link counts as saturated (float round-off)
+REL_TOL = 1e-12
+
+
+def _compact(entry_link: np.ndarray, num_links: int) -> tuple[np.ndarray, np.ndarray]:
+    """(sorted link ids that occur, each entry's index among them)."""
+    if entry_link.size * 8 < num_links:
+        return np.unique(entry_link, return_inverse=True)
+    present = np.zeros(num_links, dtype=bool)
+    present[entry_link] = True
+    return np.flatnonzero(present), (np.cumsum(present) - 1)[entry_link]
+
+
+def _csr(keys: np.ndarray, values: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """``values`` grouped by ``keys`` (0..n-1), stable: (start offsets, grouped values)."""
+    if keys.size < 2 or bool(np.all(keys[1:] >= keys[:-1])):
+        order = None
+    elif n <= 1 << 16:  # a 16-bit stable sort is a radix sort
+        order = np.argsort(keys.astype(np.uint16), kind="stable")
+    else:
+        order = np.argsort(keys, kind="stable")
+    ptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(keys, minlength=n), out=ptr[1:])
+    return ptr, values if order is None else values[order]
+
+
+def _gather(ptr: np.ndarray, values: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """The values of every row in ``rows`` of a CSR table, concatenated."""
+    lens = ptr[rows + 1] - ptr[rows]
+    total = int(lens.sum())
+    first = np.cumsum(lens) - lens
+    return values[np.arange(total) + np.repeat(ptr[rows] - first, lens)]
+
+
+def maxmin_solve(
+    entry_flow: np.ndarray,
+    entry_link: np.ndarray,
+    num_flows: int,
+    capacity: np.ndarray,
+    load: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Max-min fair rates and the links' saturation levels.
+
+    entry_flow, entry_link: parallel int arrays, one entry per (flow, link)
+        incidence. A flow with no entries gets rate ``inf`` (it crosses no link).
+    capacity: bytes/s of every link id that ``entry_link`` may name.
+    load: bytes/s already taken on each link by flows outside this problem
+        (default none); these flows share ``capacity - load``. A link counts as
+        saturated when less than ``REL_TOL * capacity`` is left.
+
+    Returns ``(rates, links, levels)``: bytes/s per flow; the link ids that
+    occur in ``entry_link`` (sorted) and, for each, the water level in bytes/s
+    at which it saturated (``inf`` if it never did).
+
+    A round costs O(links + entries of the flows it freezes): per-link counts
+    of unfrozen flows are kept up to date instead of recounted, so problems
+    with hundreds of distinct levels stay cheap.
+    """
+    rates = np.full(num_flows, np.inf)
+    if num_flows == 0 or entry_flow.size == 0:
+        empty = np.zeros(0, dtype=np.int64)
+        return rates, empty, np.zeros(0)
+    ef = np.asarray(entry_flow)
+    used, el = _compact(np.asarray(entry_link), capacity.size)
+    nlinks = used.size
+    cap = capacity[used].astype(np.float64)
+    tol = REL_TOL * cap
+    if load is not None:
+        cap = np.maximum(cap - load[used], 0.0)
+    levels = np.full(nlinks, np.inf)
+    lptr, link_flows = _csr(el, ef, nlinks)  # flows on each link
+    fptr, flow_links = _csr(ef, el, num_flows)  # links of each flow
+    counts = np.diff(lptr)  # unfrozen flows per link
+    frozen = np.zeros(num_flows, dtype=bool)
+    stamp = np.empty(num_flows, dtype=np.int64)
+    share = np.empty(nlinks)
+    level = 0.0
+    busy = counts > 0
+    while busy.any():
+        share.fill(np.inf)
+        np.divide(cap, counts, out=share, where=busy)
+        inc = float(share.min())
+        level += inc
+        cap -= inc * counts  # idle links have count 0: unchanged
+        saturated = busy & (cap <= tol)
+        if not saturated.any():  # round-off: saturate the links that set the level
+            saturated = busy & (share <= inc * (1 + 1e-12))
+        hit_links = np.flatnonzero(saturated)
+        levels[hit_links] = level
+        hit = _gather(lptr, link_flows, hit_links)
+        hit = hit[~frozen[hit]]
+        if hit.size > 1:  # a flow on two saturated links counts once
+            pos = np.arange(hit.size)
+            stamp[hit] = pos
+            hit = hit[stamp[hit] == pos]
+        rates[hit] = level
+        frozen[hit] = True
+        counts = counts - np.bincount(_gather(fptr, flow_links, hit), minlength=nlinks)
+        busy = counts > 0
+    return rates, used, levels
 
 
 def maxmin_rates(
@@ -21,39 +127,6 @@ def maxmin_rates(
     entry_link: np.ndarray,
     num_flows: int,
     capacity: np.ndarray,
-    rel_tol: float = 1e-12,
 ) -> np.ndarray:
-    """Max-min fair rates (bytes/s) of ``num_flows`` flows.
-
-    entry_flow, entry_link: parallel int arrays, one entry per (flow, link)
-        incidence. A flow with no entries gets rate ``inf`` (it crosses no link).
-    capacity: bytes/s of every link id that ``entry_link`` may name.
-    """
-    rates = np.full(num_flows, np.inf)
-    if num_flows == 0 or entry_flow.size == 0:
-        return rates
-    # Compact the link ids that occur, so every round works on small arrays.
-    used, el = np.unique(entry_link, return_inverse=True)
-    cap = capacity[used].astype(np.float64)
-    tol = rel_tol * cap
-    ef = np.asarray(entry_flow)
-    frozen = np.zeros(num_flows, dtype=bool)
-    level = 0.0
-    nlinks = cap.size
-    while ef.size:
-        counts = np.bincount(el, minlength=nlinks)
-        busy = counts > 0
-        share = np.full(nlinks, np.inf)
-        share[busy] = cap[busy] / counts[busy]
-        inc = float(share.min())
-        level += inc
-        cap[busy] -= inc * counts[busy]
-        saturated = busy & (cap <= tol)
-        if not saturated.any():  # round-off: saturate the links that set the level
-            saturated = busy & (share <= inc * (1 + 1e-12))
-        hit = ef[saturated[el]]
-        rates[hit] = level
-        frozen[hit] = True
-        keep = ~frozen[ef]
-        ef, el = ef[keep], el[keep]
-    return rates
+    """Max-min fair rates (bytes/s) of ``num_flows`` flows (see :func:`maxmin_solve`)."""
+    return maxmin_solve(entry_flow, entry_link, num_flows, capacity)[0]

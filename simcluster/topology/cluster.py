@@ -181,6 +181,65 @@ class Cluster:
         self._route_cache[key] = r
         return r
 
+    @cached_property
+    def _local_tables(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The template's local paths as ``-1``-padded arrays: pair paths (row
+        ``a * R + b``), rank -> NIC, NIC -> rank; and each rank's NIC index."""
+
+        def pad(seqs: list[tuple[int, ...]]) -> np.ndarray:
+            out = np.full((len(seqs), max((len(x) for x in seqs), default=0)), -1, np.int64)
+            for i, x in enumerate(seqs):
+                out[i, : len(x)] = x
+            return out
+
+        t, R = self.template, self.ranks_per_node
+        pairs = pad([t.pair_path[a][b] for a in range(R) for b in range(R)])
+        nic = np.asarray(t.rank_nic if t.nics else [0] * R, dtype=np.int64)
+        return pairs, pad(t.rank_to_nic), pad(t.nic_to_rank), nic
+
+    def routes(self, src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`route` of every (src, dst) rank pair at once.
+
+        Returns ``(entry_flow, entry_link)``: one entry per link of every route,
+        pair ``i``'s links in path order (the layout of :class:`FlowBatch`).
+        """
+        src = np.asarray(src, dtype=np.int64).reshape(-1)
+        dst = np.asarray(dst, dtype=np.int64).reshape(-1)
+        for arr, what in ((src, "source"), (dst, "destination")):
+            bad = (arr < 0) | (arr >= self.num_ranks)
+            if bad.any():
+                self._check_rank(int(arr[bad][0]), what)
+        pairs, to_nic, from_nic, rank_nic = self._local_tables
+        R, E2 = self.ranks_per_node, 2 * self._edges_per_node
+        ns, ls = np.divmod(src, R)
+        nd, ld = np.divmod(dst, R)
+        intra = (ns == nd) & (src != dst)
+        inter = ns != nd
+
+        def shifted(table: np.ndarray, rows: np.ndarray, offset: np.ndarray, mask: np.ndarray):
+            out = np.full((src.size, table.shape[1]), -1, dtype=np.int64)
+            part = table[rows[mask]]
+            out[mask] = np.where(part >= 0, part + offset[mask, None], -1)
+            return out
+
+        blocks = [shifted(pairs, ls * R + ld, ns * E2, intra)]
+        if inter.any():
+            k = self.nics_per_node
+            fabric = np.full((src.size, 6), -1, dtype=np.int64)
+            fabric[inter] = self.fabric.paths(
+                (ns * k + rank_nic[ls])[inter], (nd * k + rank_nic[ld])[inter],
+                src[inter], dst[inter],
+            )  # fmt: skip
+            blocks += [
+                shifted(to_nic, ls, ns * E2, inter),
+                fabric,
+                shifted(from_nic, ld, nd * E2, inter),
+            ]
+        table = np.concatenate(blocks, axis=1)
+        valid = table >= 0
+        entry_flow = np.repeat(np.arange(src.size, dtype=np.int64), valid.sum(axis=1))
+        return entry_flow, table[valid]
+
     def path_latency(self, src: int, dst: int) -> float:
         """Sum of link latencies along :meth:`route`, seconds."""
         key = (src, dst)

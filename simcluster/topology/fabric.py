@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterator
 
 import numpy as np
 
-__all__ = ["FatTree", "ecmp_hash"]
+__all__ = ["FatTree", "ecmp_hash", "ecmp_hash_array"]
 
 _M32 = 0xFFFFFFFF
 
@@ -41,6 +41,21 @@ def ecmp_hash(src: int, dst: int) -> int:
     h = (h * 3266489917) & _M32
     h ^= h >> 16
     return h
+
+
+def ecmp_hash_array(src: np.ndarray, dst: np.ndarray) -> np.ndarray:
+    """:func:`ecmp_hash` of every (src, dst) pair (int64 arrays; same values)."""
+    # uint64 arithmetic wraps modulo 2**64, which keeps the low 32 bits exact.
+    s = np.asarray(src).astype(np.uint64)
+    d = np.asarray(dst).astype(np.uint64)
+    m = np.uint64(_M32)
+    h = (s * np.uint64(2654435761) + d * np.uint64(2246822519) + np.uint64(374761393)) & m
+    h ^= h >> np.uint64(15)
+    h = (h * np.uint64(2246822519)) & m
+    h ^= h >> np.uint64(13)
+    h = (h * np.uint64(3266489917)) & m
+    h ^= h >> np.uint64(16)
+    return h.astype(np.int64)
 
 
 class FatTree:
@@ -281,6 +296,53 @@ class FatTree:
             2 * (F1 + lb * A + x) + 1,
             down,
         )
+
+    def paths(self, a: np.ndarray, b: np.ndarray, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
+        """:meth:`path` of every (a, b) endpoint pair at once (``a != b``).
+
+        Returns an int64 array of shape ``(n, 6)``: row ``i`` holds the link ids
+        of pair ``i`` in path order, padded with ``-1``.
+        """
+        a, b = np.asarray(a, dtype=np.int64), np.asarray(b, dtype=np.int64)
+        out = np.full((a.size, 6), -1, dtype=np.int64)
+        if a.size == 0:
+            return out
+        out[:, 0] = 2 * (self.base + a)
+        down = 2 * (self.base + b) + 1
+        leaf = np.asarray(self.leaf_of, dtype=np.int64)
+        la, lb = leaf[a], leaf[b]
+        near = (la == lb) | (self.levels == 1)
+        out[near, 1] = down[near]
+        far = ~near
+        if not far.any():
+            return out
+        h = b if self.routing == "dmodk" else ecmp_hash_array(src, dst)
+        la, lb, h, down = la[far], lb[far], h[far], down[far]
+        F1 = self.F1
+        if self.levels == 2:
+            S = self.S
+            s = h % S
+            out[far, 1] = 2 * (F1 + la * S + s)
+            out[far, 2] = 2 * (F1 + lb * S + s) + 1
+            out[far, 3] = down
+            return out
+        A, C, F2 = self.A, self.C, self.F2
+        x = h % A
+        pa, pb = la // self.leaves_per_pod, lb // self.leaves_per_pod
+        pod = pa == pb
+        rows = np.flatnonzero(far)
+        r, p = rows[pod], ~pod
+        out[r, 1] = 2 * (F1 + la[pod] * A + x[pod])
+        out[r, 2] = 2 * (F1 + lb[pod] * A + x[pod]) + 1
+        out[r, 3] = down[pod]
+        r = rows[p]
+        c = (h[p] // A) % C
+        out[r, 1] = 2 * (F1 + la[p] * A + x[p])
+        out[r, 2] = 2 * (F2 + (pa[p] * A + x[p]) * C + c)
+        out[r, 3] = 2 * (F2 + (pb[p] * A + x[p]) * C + c) + 1
+        out[r, 4] = 2 * (F1 + lb[p] * A + x[p]) + 1
+        out[r, 5] = down[p]
+        return out
 
     # ----------------------------------------------------------------- facts
     def info(self) -> dict:
