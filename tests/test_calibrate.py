@@ -439,7 +439,7 @@ def test_check_compares_simulated_and_measured(tiny, capsys):
 # ----------------------------------------------------------------------------- committed
 
 
-@pytest.mark.parametrize("name", ["cpu-xeon-1core", "v100-sxm2-32gb-derived"])
+@pytest.mark.parametrize("name", ["cpu-xeon-1core", "v100-sxm2-32gb-derived", "h200-measured"])
 def test_committed_profiles_load(name):
     prof = load_profile(name)
     assert prof.kind in ("measured", "derived")
@@ -448,6 +448,21 @@ def test_committed_profiles_load(name):
     assert 0 < t < 1e4
 
 
-def test_committed_network_profile_loads():
-    net = load_network_profile("gloo-localhost")
+@pytest.mark.parametrize("name", ["gloo-localhost", "h200-measured"])
+def test_committed_network_profile_loads(name):
+    net = load_network_profile(name)
     assert net.kind == "measured" and 0 < net.per_message_overhead_s < 1e-2
+
+
+def test_transfer_error_table_of_a_profile_against_its_own_fits(tmp_path, capsys):
+    """Each sample predicted by the profile's own fits lies near 1; a spec sheet does not."""
+    from calibrate.transfer_error import main
+
+    out = tmp_path / "t.json"
+    assert main(["h200-measured", "h200-measured", "h200-sxm", "--json", str(out)]) == 0
+    assert "predicted / measured" in capsys.readouterr().out
+    rows = {r["what"]: r for r in json.loads(out.read_text())["rows"]}
+    conv = rows["layer fp32 conv fwd"]
+    assert 0.8 < conv["h200-measured"]["median"] < 1.25
+    assert conv["h200-sxm"]["median"] < 0.5  # the spec sheet is far too fast per layer
+    assert 0.8 < rows["kernel memcpy.d2d"]["h200-measured"]["median"] < 1.25

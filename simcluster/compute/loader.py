@@ -22,6 +22,7 @@ __all__ = [
     "NetworkProfile",
     "load_profile",
     "load_network_profile",
+    "read_profile_data",
     "list_profiles",
     "list_network_profiles",
 ]
@@ -95,6 +96,12 @@ def _read(path: Path) -> dict[str, Any]:
             ["measured", "derived", "spec", "fitted"],
         )
     return data
+
+
+def read_profile_data(name_or_path: str) -> dict[str, Any]:
+    """A device profile's JSON as written (samples included), checked like
+    :func:`load_profile` checks it."""
+    return _read(_resolve(name_or_path, profiles_dir(), "profile", list_profiles()))
 
 
 def load_profile(name_or_path: str) -> DeviceProfile:

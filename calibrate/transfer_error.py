@@ -1,0 +1,138 @@
+"""How well do other profiles predict a measured profile's own samples?
+
+For every sample a measured profile holds (a zoo layer pass at a batch size and
+precision, a kernel call with its parameters), each *predictor* profile (e.g. one
+derived with the transfer model from another device, a spec sheet profile, the measured
+profile's own fits) gives a time; the table lists, per op class (``op`` or
+``op:variant``) and pass, and per kernel family, the ratio predicted / measured: median,
+min and max over the samples.
+
+    python -m calibrate.transfer_error MEASURED PREDICTOR [PREDICTOR ...] [--json OUT]
+
+Profiles by name (``calibrate/profiles``) or path. Ratios > 1: the predictor is slower
+than the measurement.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from collections import defaultdict
+from typing import Any
+
+from simcluster.compute import load_profile
+from simcluster.compute.loader import read_profile_data
+
+PASSES = ("fwd", "bwd_input", "bwd_weight")
+
+
+def _layers(label: str) -> dict[str, Any]:
+    from calibrate.runner import _workload_from_label, synthetic_layers
+    from simcluster.workload import build_model
+
+    w = _workload_from_label(label)
+    layers = (
+        synthetic_layers(w.model)
+        if w.model.startswith("synthetic:")
+        else build_model(w.model, w.input_size, w.num_classes).layers
+    )
+    return {layer.name: layer for layer in layers}
+
+
+def sample_ratios(measured: dict, predictors: dict[str, Any]) -> dict[str, dict[tuple, list]]:
+    """``{predictor: {(section, precision, key, pass): [ratio, ...]}}``."""
+    out: dict[str, dict[tuple, list]] = {n: defaultdict(list) for n in predictors}
+    tables: dict[str, dict] = {}
+    for s in measured["samples"]["compute"]:
+        if s["workload"] not in tables:
+            tables[s["workload"]] = _layers(s["workload"])
+        layer = tables[s["workload"]][s["layer"]]
+        key = s["op"] + (f":{s['variant']}" if s.get("variant") else "")
+        for pass_ in PASSES:
+            t = s.get(f"{pass_}_s")
+            if not t:  # None (no weights) or 0 (no input gradient)
+                continue
+            for name, prof in predictors.items():
+                try:
+                    pred = prof.layer_time(layer, s["batch"], s["precision"], pass_)
+                except Exception:  # noqa: BLE001 - a predictor without this precision
+                    continue
+                for k in {s["op"], key}:
+                    out[name][("layer", s["precision"], k, pass_)].append(pred / t)
+    for s in measured["samples"]["kernels"]:
+        t = s.get("estimate_s")
+        if not t:
+            continue
+        fam = s["family"]
+        params = {k: v for k, v in s.items() if k not in ("family", "rounds", "estimate_s")}
+        sub = params.get("method") or params.get("kind") or ""
+        if fam == "sparsify":
+            sub = f"{params.get('where', 'device')}.{sub}"
+        if fam == "spmv":
+            sub = "spmv" if float(params.get("batch", 1)) <= 1 else "spmm"
+        for name, prof in predictors.items():
+            try:
+                pred = prof.kernel_time(fam, **params)
+            except Exception:  # noqa: BLE001
+                continue
+            out[name][("kernel", "", fam + (f".{sub}" if sub else ""), "")].append(pred / t)
+    return out
+
+
+def summary(ratios: list[float]) -> dict[str, float]:
+    return {
+        "n": len(ratios),
+        "median": statistics.median(ratios),
+        "min": min(ratios),
+        "max": max(ratios),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("measured", help="measured profile (its samples are the reference)")
+    ap.add_argument("predictors", nargs="+", help="profiles to compare with it")
+    ap.add_argument("--json", help="write the summary table as JSON here")
+    args = ap.parse_args(argv)
+    measured = read_profile_data(args.measured)
+    preds = {p: load_profile(p) for p in args.predictors}
+    ratios = sample_ratios(measured, preds)
+    keys = sorted({k for r in ratios.values() for k in r})
+    names = list(preds)
+    rows = []
+    head = f"{'what':<40} {'n':>4}" + "".join(f"  {n[:30]:>30}" for n in names)
+    print(f"predicted / measured per sample of {measured['name']}: median [min, max]")
+    print(head)
+    for k in keys:
+        label = " ".join(x for x in k if x)
+        cells, row = [], {"what": label}
+        n = 0
+        for name in names:
+            r = ratios[name].get(k)
+            if not r:
+                cells.append(f"  {'-':>30}")
+                continue
+            s = summary(r)
+            n = s["n"]
+            row[name] = s
+            cells.append(f"  {s['median']:>8.3g} [{s['min']:>7.3g}, {s['max']:>7.3g}]  ")
+        rows.append(row)
+        print(f"{label:<40} {n:>4}" + "".join(cells))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(
+                {"measured": measured["name"], "predictors": names, "rows": rows}, f, indent=1
+            )
+    return 0
+
+
+if __name__ == "__main__":
+    from simcluster.errors import UserError
+
+    try:
+        sys.exit(main())
+    except UserError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(2)
