@@ -6,6 +6,8 @@ import sys
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from simcluster.partition import (
     MissingBackendError,
@@ -216,3 +218,25 @@ def test_layer_comm_counts_each_entry_once_per_destination():
     assert lc.src.tolist() == [0, 0] and lc.dst.tolist() == [1, 2]
     assert lc.words.tolist() == [1, 1]
     assert lc.rows_remote.tolist() == [0, 3, 1]
+
+
+@given(
+    keys=st.lists(st.integers(0, 1 << 40), max_size=300)
+    | st.lists(st.integers(0, 50), max_size=300)
+)
+@settings(max_examples=200, deadline=None)
+def test_key_helpers_equal_numpy_unique(keys):
+    """The sort / bincount replacements return what np.unique returns."""
+    from simcluster.partition import keys as K
+
+    a = np.asarray(keys, dtype=np.int64)
+    uniq, counts = np.unique(a, return_counts=True)
+    _, inverse = np.unique(a, return_inverse=True)
+    assert np.array_equal(K.unique_sorted(a), uniq)
+    assert K.count_unique(a) == uniq.size
+    u, c = K.unique_counts(a)
+    assert np.array_equal(u, uniq) and np.array_equal(c, counts)
+    u, c = K.unique_counts_sorted(np.sort(a))
+    assert np.array_equal(u, uniq) and np.array_equal(c, counts)
+    u, inv = K.unique_inverse(a)
+    assert np.array_equal(u, uniq) and np.array_equal(inv, inverse.reshape(-1))

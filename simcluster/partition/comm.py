@@ -25,6 +25,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from simcluster.partition.keys import unique_counts, unique_counts_sorted, unique_sorted
 from simcluster.partition.network import NetworkPartition
 from simcluster.workload.sparse import SparseDNN, SparseLayer
 
@@ -85,11 +86,17 @@ def layer_comm(
     nnz = np.bincount(r, minlength=p)
     nnz_remote = np.bincount(r[remote], minlength=p)
     rows = np.bincount(out_owner, minlength=p)
-    rows_remote = np.bincount(out_owner[np.unique(layer.row_of_nnz[remote])], minlength=p)
+    has_remote = np.bincount(layer.row_of_nnz[remote], minlength=layer.rows) > 0
+    rows_remote = np.bincount(out_owner[np.flatnonzero(has_remote)], minlength=p)
     # every (column, reader part) once; a message entry where reader != owner
-    keys = np.unique(layer.indices[remote].astype(np.int64) * p + r[remote])
-    col, reader = keys // p, keys % p
-    pairs, words = np.unique(in_owner[col] * p + reader, return_counts=True)
+    cols = max(int(layer.cols), 1)
+    if p * p * cols < 1 << 62:  # one sort by (owner, reader, column)
+        keys = unique_sorted((c[remote] * p + r[remote]) * cols + layer.indices[remote])
+        pairs, words = unique_counts_sorted(keys // cols)
+    else:
+        keys = unique_sorted(layer.indices[remote].astype(np.int64) * p + r[remote])
+        col, reader = keys // p, keys % p
+        pairs, words = unique_counts(in_owner[col] * p + reader)
     return LayerComm(
         parts=p,
         src=pairs // p,

@@ -26,6 +26,7 @@ from functools import cached_property
 
 import numpy as np
 
+from simcluster.partition.keys import count_unique, unique_counts, unique_sorted
 from simcluster.workload.sparse import SparseLayer
 
 __all__ = ["PhaseHypergraph", "build_phase", "connectivity_cut", "input_owners", "NET_COST"]
@@ -88,8 +89,7 @@ class PhaseHypergraph:
 
 def build_phase(layer: SparseLayer, fixed_owner: np.ndarray | None) -> PhaseHypergraph:
     """The phase hypergraph of ``layer``; ``fixed_owner[j]`` = part computing input ``j``."""
-    order = np.argsort(layer.indices, kind="stable")
-    pins = layer.row_of_nnz[order]
+    pins = layer.csc_rows  # row pins grouped by column (cached on the layer)
     counts = layer.col_nnz
     cols = np.flatnonzero(counts > 0)
     ptr = np.concatenate(([0], np.cumsum(counts[cols]))).astype(np.int64)
@@ -109,21 +109,27 @@ def build_phase(layer: SparseLayer, fixed_owner: np.ndarray | None) -> PhaseHype
     )
 
 
-def _net_part_pairs(hg: PhaseHypergraph, parts: np.ndarray, k: int) -> np.ndarray:
-    """Sorted unique keys ``net * k + part`` over all pins (fixed pins included)."""
+def _net_part_keys(hg: PhaseHypergraph, parts: np.ndarray, k: int) -> np.ndarray:
+    """Keys ``net * k + part`` of every pin (fixed pins included), unsorted, with repeats."""
     net_of_pin = np.repeat(np.arange(hg.num_nets, dtype=np.int64), np.diff(hg.net_ptr))
     keys = net_of_pin * k + parts[hg.net_pins]
     if hg.fixed is not None:
         keys = np.concatenate((keys, np.arange(hg.num_nets, dtype=np.int64) * k + hg.fixed))
-    return np.unique(keys)
+    return keys
+
+
+def _net_part_pairs(hg: PhaseHypergraph, parts: np.ndarray, k: int) -> np.ndarray:
+    """Sorted unique keys ``net * k + part`` over all pins (fixed pins included)."""
+    return unique_sorted(_net_part_keys(hg, parts, k))
 
 
 def connectivity_cut(hg: PhaseHypergraph, parts: np.ndarray, k: int) -> int:
     """The paper's cut size: sum over nets of ``cost * (lambda - 1)``."""
     parts = np.asarray(parts, dtype=np.int64)
-    pairs = _net_part_pairs(hg, parts, k)
-    lam = np.bincount(pairs // k, minlength=hg.num_nets)
-    return int(hg.net_cost * (lam - 1).clip(min=0).sum())
+    # sum(max(lambda - 1, 0)) = distinct (net, part) pairs - nets with a pin
+    pairs = count_unique(_net_part_keys(hg, parts, k))
+    used = hg.num_nets if hg.fixed is not None else int(np.count_nonzero(np.diff(hg.net_ptr)))
+    return int(hg.net_cost * (pairs - used))
 
 
 def input_owners(layer: SparseLayer, row_parts: np.ndarray, k: int) -> np.ndarray:
@@ -133,7 +139,7 @@ def input_owners(layer: SparseLayer, row_parts: np.ndarray, k: int) -> np.ndarra
     """
     row_parts = np.asarray(row_parts, dtype=np.int64)
     keys = layer.indices.astype(np.int64) * k + row_parts[layer.row_of_nnz]
-    uniq, counts = np.unique(keys, return_counts=True)
+    uniq, counts = unique_counts(keys)
     col, part = uniq // k, uniq % k
     owner = np.arange(layer.cols, dtype=np.int64) % k
     # order by (column, -count, part) and keep the first entry of each column

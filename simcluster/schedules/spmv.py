@@ -60,7 +60,8 @@ from simcluster.partition import (
     partition_network,
     table1_metrics,
 )
-from simcluster.program import RankClass, collective, compute
+from simcluster.partition.keys import unique_inverse
+from simcluster.program import Op, RankClass, collective, compute
 from simcluster.schedules.base import (
     BuildContext,
     Iteration,
@@ -170,6 +171,10 @@ def table1_for(o: SpMVOptions, parts: int, seed: int = 0) -> PartitionMetrics:
 # --- programs --------------------------------------------------------------------------------
 
 
+#: arrays up to this size skip the vectorised de-duplication (its set-up costs more)
+_SMALL = 64
+
+
 class _Costs:
     """Kernel times from the device profile, evaluated once per distinct argument.
 
@@ -188,19 +193,24 @@ class _Costs:
         if arrs[0].size == 0:
             return np.zeros(0)
         code = arrs[0]
-        for c in arrs[1:]:  # one integer per argument tuple
+        for c in arrs[1:]:  # one integer per argument tuple (one-to-one for values >= 0)
             code = code * (int(c.max()) + 1) + c
-        _, first, inv = np.unique(code, return_index=True, return_inverse=True)
-        out = np.empty(first.size)
-        for i, j in enumerate(first.tolist()):
-            args = tuple(int(a[j]) for a in arrs)
+        if code.size <= _SMALL or any(int(a.min()) < 0 for a in arrs):
+            _, at, inv = np.unique(code, return_index=True, return_inverse=True)
+            inv = inv.reshape(-1)
+        else:
+            uniq, inv = unique_inverse(code)
+            at = np.empty(uniq.size, dtype=np.intp)
+            at[inv] = np.arange(code.size)  # an entry with each code: all have the same arguments
+        out = np.empty(at.size)
+        for i, args in enumerate(zip(*(a[at].tolist() for a in arrs), strict=True)):
             key = (family, *args)
             t = self._memo.get(key)
             if t is None:
                 t = 0.0 if not any(args) else float(fn(*args))
                 self._memo[key] = t
             out[i] = t
-        return out[inv.reshape(-1)]
+        return out[inv]
 
     def spmv(self, nnz: np.ndarray, rows: np.ndarray) -> np.ndarray:
         k = self.p.kernel_time
@@ -239,31 +249,115 @@ class _Exchange:
     combine: np.ndarray
 
 
-def _exchange(lc: LayerComm, node: np.ndarray, rep: dict, cost: _Costs, wire: int) -> _Exchange:
+class _NodePairs:
+    """Rank pairs ``(rep[a], rep[b])`` of node pairs ``a * width + b``.
+
+    ``rep[n]`` is the lowest rank of node ``n``. The pair tuples are made once and
+    shared by every layer's calls (most layers use most node pairs).
+    """
+
+    def __init__(self, rep: np.ndarray) -> None:
+        self.rep = rep
+        self.width = w = int(rep.size)
+        small = w * w <= 1 << 22
+        self.table = np.empty(w * w, dtype=object) if small else None
+        self.made = np.zeros(w * w, dtype=bool) if small else None
+
+    def __call__(self, keys: np.ndarray) -> tuple[tuple[int, int], ...]:
+        w, rep = self.width, self.rep
+        if self.table is None or self.made is None:
+            return tuple(zip(rep[keys // w].tolist(), rep[keys % w].tolist(), strict=True))
+        new = keys[~self.made[keys]]
+        if new.size:
+            made = zip(rep[new // w].tolist(), rep[new % w].tolist(), strict=True)
+            self.table[new] = np.fromiter(made, dtype=object, count=new.size)
+            self.made[new] = True
+        return tuple(self.table[keys].tolist())
+
+
+def _exchange(
+    lc: LayerComm, node: np.ndarray, pairs: _NodePairs, cost: _Costs, wire: int
+) -> _Exchange:
     P, wb = lc.parts, cost.wb
-    inter = node[lc.src] != node[lc.dst]
-    gather = cost.elementwise(lc.words, 2 * wb + 4)  # read value + index, write buffer
-    shm = np.where(inter, 0.0, cost.elementwise(lc.words, 2 * wb))  # through shared memory
-    scatter = cost.elementwise(lc.words, 3 * wb + 4)  # read buffer, add into s, index
+    src_node, dst_node = node[lc.src], node[lc.dst]
+    inter = src_node != dst_node
+    # message sizes repeat: price each distinct size once
+    sizes, at = unique_inverse(lc.words)
+    gather = cost.elementwise(sizes, 2 * wb + 4)[at]  # read value + index, write buffer
+    shm = np.where(inter, 0.0, cost.elementwise(sizes, 2 * wb)[at])  # through shared memory
+    scatter = cost.elementwise(sizes, 3 * wb + 4)[at]  # read buffer, add into s, index
 
     def per_rank(who: np.ndarray, t: np.ndarray) -> np.ndarray:
         return np.bincount(who, weights=t, minlength=P) if t.size else np.zeros(P)
 
-    ns, nd = node[lc.src[inter]], node[lc.dst[inter]]
-    width = int(node.max()) + 1 if node.size else 1
-    keys, inv = np.unique(ns * width + nd, return_inverse=True)
+    width = pairs.width
+    keys, inv = unique_inverse(src_node[inter] * width + dst_node[inter])
     nbytes = np.bincount(inv, weights=lc.words[inter]) * wire if keys.size else np.zeros(0)
     mean = float(nbytes.mean()) if nbytes.size else 0.0
-    pairs = [(rep[int(a)], rep[int(c)]) for a, c in zip(keys // width, keys % width, strict=True)]
+    back_keys = (keys % width) * width + keys // width  # the same node pairs, reversed
+    pack = gather + shm
     return _Exchange(
-        forward=CollectiveCall("p2p", tuple(pairs), mean, "direct"),
-        backward=CollectiveCall("p2p", tuple((d, s) for s, d in pairs), mean, "direct"),
+        forward=CollectiveCall("p2p", pairs(keys), mean, "direct"),
+        backward=CollectiveCall("p2p", pairs(back_keys), mean, "direct"),
         sends=np.bincount(lc.src, minlength=P) > 0,
         recvs=np.bincount(lc.dst, minlength=P) > 0,
-        pack=per_rank(lc.src, gather + shm),
-        back_pack=per_rank(lc.dst, gather + shm),
+        pack=per_rank(lc.src, pack),
+        back_pack=per_rank(lc.dst, pack),
         combine=per_rank(lc.src, scatter),
     )
+
+
+def _shared_ops(make: Callable[[float], Op], t: np.ndarray) -> np.ndarray:
+    """``[make(x) for x in t.tolist()]`` as an object array, one op per distinct time.
+
+    Ops are immutable, so ranks with bit-identical times share one object.
+    """
+    if t.size <= _SMALL:
+        return np.fromiter((make(x) for x in t.tolist()), dtype=object, count=t.size)
+    t = np.ascontiguousarray(t, dtype=np.float64)
+    bits, inv = unique_inverse(t.view(np.int64))
+    ops = np.empty(bits.size, dtype=object)
+    for i, x in enumerate(bits.view(np.float64).tolist()):
+        ops[i] = make(x)
+    return ops[inv]
+
+
+class _Slots:
+    """Per-rank programs built column by column: one op (or none) per rank per slot."""
+
+    def __init__(self, P: int) -> None:
+        self.P = P
+        self.cols: list[np.ndarray] = []
+        self.have: list[np.ndarray] = []
+
+    def add(self, ops: np.ndarray | Op, where: np.ndarray | None = None) -> None:
+        """Slot holding ``ops`` (per rank, or one op for all) on the ranks in ``where``."""
+        if isinstance(ops, Op):
+            col = np.empty(self.P, dtype=object)
+            col.fill(ops)
+            ops = col
+        self.cols.append(ops)
+        self.have.append(np.ones(self.P, dtype=bool) if where is None else where)
+
+    def add_split(self, flag: np.ndarray, yes, no, where: np.ndarray | None = None) -> None:
+        """Slot holding ``yes`` where ``flag``, else ``no`` (ops or per-rank op arrays)."""
+        col = np.empty(self.P, dtype=object)
+        for sel, ops in ((flag, yes), (~flag, no)):
+            col[sel] = ops if isinstance(ops, Op) else ops[sel]
+        self.add(col, where)
+
+    def programs(self) -> list[RankClass]:
+        if not self.cols:
+            return [RankClass(f"r{m}", (m,)) for m in range(self.P)]
+        table = np.stack(self.cols, axis=1)  # rank x slot
+        have = np.stack(self.have, axis=1)
+        flat = table[have].tolist()  # row-major: every rank's ops in slot order
+        end = np.cumsum(have.sum(axis=1)).tolist()
+        start = [0, *end[:-1]]
+        return [
+            RankClass(f"r{m}", (m,), flat[b:e])
+            for m, (b, e) in enumerate(zip(start, end, strict=True))
+        ]
 
 
 @register
@@ -304,56 +398,67 @@ class SpMV(Schedule):
         P, L, wb = ctx.gpus, net.num_layers, o.word_bytes
         cost = _Costs(ctx.profile, ctx.batch, wb)
         node = np.asarray(ctx.cluster.rank_node[:P], dtype=np.int64)
-        rep = {int(n): int(np.flatnonzero(node == n)[0]) for n in np.unique(node)}
-        ex = [_exchange(lc, node, rep, cost, ctx.batch * wb) for lc in plan]
-        progs = [RankClass(f"r{m}", (m,)) for m in range(P)]
-        ops = [p.ops for p in progs]
+        rep = np.zeros(int(node.max()) + 1 if node.size else 1, dtype=np.int64)
+        nodes, first = np.unique(node, return_index=True)
+        rep[nodes] = first  # lowest rank of each node
+        pairs = _NodePairs(rep)
+        ex = [_exchange(lc, node, pairs, cost, ctx.batch * wb) for lc in plan]
+        slots = _Slots(P)
 
         for k in range(1, L + 1):  # SpFF
             lc, x = plan[k - 1], ex[k - 1]
             act = cost.elementwise(lc.rows, 3 * wb)  # f(z) and f'(z)
-            t_loc = cost.spmv(lc.nnz_local, lc.rows).tolist()
-            t_rem = (cost.spmv(lc.nnz_remote, lc.rows_remote) + act).tolist()
-            pack, sends, recvs = x.pack.tolist(), x.sends.tolist(), x.recvs.tolist()
-            xid = f"f{k}.x"
-            for m in range(P):
-                o_m = ops[m]
-                if sends[m]:
-                    o_m.append(compute(f"f{k}.pack", pack[m], "comm"))
-                    o_m.append(collective(xid, x.forward, "comm", (f"f{k}.pack",)))
-                elif recvs[m]:
-                    o_m.append(collective(xid, x.forward, "comm"))
-                o_m.append(compute(f"f{k}.loc", t_loc[m], "spmv"))
-                o_m.append(compute(f"f{k}.rem", t_rem[m], "spmv", (xid,) if recvs[m] else ()))
+            t_loc = cost.spmv(lc.nnz_local, lc.rows)
+            t_rem = cost.spmv(lc.nnz_remote, lc.rows_remote) + act
+            pid, xid, loc, rem = f"f{k}.pack", f"f{k}.x", f"f{k}.loc", f"f{k}.rem"
+            slots.add(_shared_ops(lambda t, i=pid: compute(i, t, "comm"), x.pack), x.sends)
+            slots.add_split(
+                x.sends,
+                collective(xid, x.forward, "comm", (pid,)),
+                collective(xid, x.forward, "comm"),
+                x.sends | x.recvs,
+            )
+            slots.add(_shared_ops(lambda t, i=loc: compute(i, t, "spmv"), t_loc))
+            slots.add_split(
+                x.recvs,
+                _shared_ops(lambda t, i=rem, d=(xid,): compute(i, t, "spmv", d), t_rem),
+                _shared_ops(lambda t, i=rem: compute(i, t, "spmv"), t_rem),
+            )
 
         for k in range(L, 0, -1):  # SpBP: the SpFF pairs reversed
             lc, x = plan[k - 1], ex[k - 1]
             delta = cost.elementwise(lc.rows, 3 * wb)  # delta^k = s^{k+1} * f'(z^k)
             above = ex[k] if k < L else None
-            back = above.sends.tolist() if above is not None else [False] * P
+            back = above.sends if above is not None else np.zeros(P, dtype=bool)
             if above is not None:
                 delta = delta + above.combine
-            t_upd = cost.update(lc.nnz).tolist()
+            upd = f"b{k}.upd"
+            t_upd = _shared_ops(lambda t, i=upd: compute(i, t, "update"), cost.update(lc.nnz))
             if k == 1:
-                t_delta = delta.tolist()
-                for m in range(P):
-                    deps = ("b2.x",) if back[m] else ()
-                    ops[m].append(compute("b1.delta", t_delta[m], "spmv", deps))
-                    ops[m].append(compute("b1.upd", t_upd[m], "update"))
+                slots.add_split(
+                    back,
+                    _shared_ops(lambda t: compute("b1.delta", t, "spmv", ("b2.x",)), delta),
+                    _shared_ops(lambda t: compute("b1.delta", t, "spmv"), delta),
+                )
+                slots.add(t_upd)
                 continue
-            t_bsp = (delta + cost.spmv(lc.nnz, lc.rows)).tolist()
-            pack, sends, recvs = x.back_pack.tolist(), x.recvs.tolist(), x.sends.tolist()
-            xid, wait = f"b{k}.x", (f"b{k + 1}.x",)
-            for m in range(P):
-                o_m = ops[m]
-                o_m.append(compute(f"b{k}.spmv", t_bsp[m], "spmv", wait if back[m] else ()))
-                if sends[m]:
-                    o_m.append(compute(f"b{k}.pack", pack[m], "comm"))
-                    o_m.append(collective(xid, x.backward, "comm", (f"b{k}.pack",)))
-                elif recvs[m]:
-                    o_m.append(collective(xid, x.backward, "comm"))
-                o_m.append(compute(f"b{k}.upd", t_upd[m], "update"))
-        return progs
+            t_bsp = delta + cost.spmv(lc.nnz, lc.rows)
+            bsp, pid, xid, wait = f"b{k}.spmv", f"b{k}.pack", f"b{k}.x", (f"b{k + 1}.x",)
+            slots.add_split(
+                back,
+                _shared_ops(lambda t, i=bsp, d=wait: compute(i, t, "spmv", d), t_bsp),
+                _shared_ops(lambda t, i=bsp: compute(i, t, "spmv"), t_bsp),
+            )
+            sends, recvs = x.recvs, x.sends
+            slots.add(_shared_ops(lambda t, i=pid: compute(i, t, "comm"), x.back_pack), sends)
+            slots.add_split(
+                sends,
+                collective(xid, x.backward, "comm", (pid,)),
+                collective(xid, x.backward, "comm"),
+                sends | recvs,
+            )
+            slots.add(t_upd)
+        return slots.programs()
 
 
 # --- scenario-level helpers for the CLI: warm the partition cache, Table 1 --------------------

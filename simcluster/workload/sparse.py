@@ -65,10 +65,21 @@ class SparseLayer:
     def col_nnz(self) -> np.ndarray:
         return np.bincount(self.indices, minlength=self.cols)
 
+    def csc_order(self) -> np.ndarray:
+        """Stable ``argsort`` of ``indices``: the nonzeros column by column, rows ascending."""
+        idx = self.indices
+        if self.cols <= 1 << 16:  # NumPy radix-sorts 16-bit keys (stable, much faster)
+            idx = idx.astype(np.uint16)
+        return np.argsort(idx, kind="stable")
+
+    @cached_property
+    def csc_rows(self) -> np.ndarray:
+        """Row id of every nonzero, column by column (rows ascending within a column)."""
+        return self.row_of_nnz[self.csc_order()]
+
     def columns(self) -> list[np.ndarray]:
         """Row ids per column (the pins of each column net), columns in order."""
-        order = np.argsort(self.indices, kind="stable")
-        rows = self.row_of_nnz[order]
+        rows = self.csc_rows.copy()
         bounds = np.concatenate(([0], np.cumsum(self.col_nnz)))
         return [rows[bounds[j] : bounds[j + 1]] for j in range(self.cols)]
 
