@@ -135,8 +135,10 @@ class _FlowTable:
         """Drop ended flows, bring the live ones' ``rem`` to ``now``, append ``batch``."""
         keep = np.flatnonzero(self.alive)
         local, links = self.entries(keep)
-        order = np.argsort(batch.entry_flow, kind="stable")
-        new_flow, new_links = batch.entry_flow[order], batch.entry_link[order]
+        new_flow, new_links = batch.entry_flow, batch.entry_link
+        if new_flow.size > 1 and not bool(np.all(new_flow[1:] >= new_flow[:-1])):
+            order = np.argsort(new_flow, kind="stable")
+            new_flow, new_links = new_flow[order], new_links[order]
         n_new = batch.num_flows
         lens_new = np.bincount(new_flow, minlength=n_new)
         lens = np.concatenate([self.nlinks[keep], lens_new])
@@ -221,11 +223,10 @@ class MaxMinNetwork(NetworkBackend):
         """Rates of every live flow from scratch (all were brought to ``now``)."""
         ft = self._flows
         local, links = ft.entries(np.arange(ft.count))
-        rates, used, _ = maxmin_solve(local, links, ft.count, self.capacity)
+        rates = maxmin_solve(local, links, ft.count, self.capacity)[0]
         self.rate_updates += 1
         ft.set_rates(slice(None), rates, self.env.now)
-        inv = np.searchsorted(used, links)
-        self._load[used] = np.bincount(inv, weights=rates[local], minlength=used.size)
+        self._load = np.bincount(links, weights=rates[local], minlength=self.capacity.size)
 
     def _resolve_from(self, l0: float, now: float) -> None:
         """Re-solve the live flows at rate ``l0`` (bytes/s) or faster."""
@@ -244,8 +245,7 @@ class MaxMinNetwork(NetworkBackend):
         self._add_load(links, rates[local])
 
     def _add_load(self, links: np.ndarray, rates: np.ndarray) -> None:
-        used, inv = np.unique(links, return_inverse=True)
-        self._load[used] += np.bincount(inv, weights=rates, minlength=used.size)
+        np.add.at(self._load, links, rates)
 
     def _reschedule(self) -> None:
         self._version += 1
