@@ -177,7 +177,7 @@ def cmd_measure(args: argparse.Namespace) -> int:
     if args.batch < 1:
         raise ConfigError(None, "--batch", args.batch, "must be >= 1")
     models = parse_models(args.models, args.batch) if args.models else None
-    plan = make_plan(mode, models, precisions, args.rounds)
+    plan = make_plan(mode, models, precisions, args.rounds, gpu=device.type == "cuda")
     check = args.check or ("none" if mode == "tiny" else "resnet18-cifar:32")
     if check.strip().lower() != "none":
         plan.checks = parse_models(check, 32)

@@ -203,14 +203,29 @@ def parse_models(text: str, default_batch: int) -> list[Workload]:
     return out
 
 
+#: full runs on a GPU also time large activations (ImageNet-size inputs, big batches):
+#: the activations of a training step spill a GPU's L2 cache, and the fits need
+#: samples there to predict the batch sizes the paper scenarios use
+_GPU_LARGE = [
+    Workload("resnet18-cifar", 32, None, 256),
+    Workload("resnet50", 224, None, 32),
+    Workload("resnet152", 224, None, 16),
+    Workload("vgg16", 224, None, 16),
+]
+
+
 def make_plan(
     mode: str,
     models: list[Workload] | None = None,
     precisions: tuple[str, ...] = ("fp32",),
     rounds: int | None = None,
+    gpu: bool = False,
 ) -> Plan:
-    """The benchmark plan of a mode (``tiny``, ``quick``, ``full``)."""
+    """The benchmark plan of a mode (``tiny``, ``quick``, ``full``); ``gpu``: a full
+    plan without explicit ``models`` adds the large-activation workloads."""
     work = list(models or _DEFAULT_MODELS[mode]) + _COVERAGE[mode]
+    if gpu and mode == "full" and not models:
+        work += _GPU_LARGE
     if mode == "tiny":
         p = Plan(mode, work, precisions, rounds=1, warmup=1, reps=2, min_sample_s=2e-4)
         p.sparsify_numels = [256, 4096]

@@ -10,8 +10,9 @@
 #   3. full calibration, in what time is left -> $OUT/<gpu>-measured.json
 #      with its network profile (gloo, 2 local ranks on one GPU machine)
 #                                            -> $OUT/network/<gpu>-measured.json
-#   4. `calibrate check` (ResNet-18 CIFAR forward + backward, simulated vs torch) of the
-#      full profile (else the quick one) at batch 32 and 256 -> $OUT/check-*.json
+#   4. `calibrate check` (a ResNet's forward + backward, simulated vs torch) of the
+#      full profile (else the quick one) for each MODEL:BATCH of CHECKS
+#      (default resnet18-cifar at 32 and 256, resnet50 at 32) -> $OUT/check-*.json
 # <gpu> comes from torch's device name: h200, h100-sxm-80gb, h100-pcie-80gb, ...
 # The file stems are the profile names: copied to calibrate/profiles/ and
 # calibrate/profiles/network/ they load as `profile: <gpu>-measured` and
@@ -25,6 +26,8 @@
 # Python packages: python3 needs torch (with CUDA) and simcluster's dependencies. Wheels
 # of missing pure dependencies (simpy, pydantic, ...) found in .whl/ are installed into
 # /tmp/site first (the device machine has no package index).
+#
+# QUICK=0 skips step 2 (when a profile to fall back on exists already).
 #
 # Overrides for a dry run without a GPU (WHEELS=none: the venv has the dependencies), e.g.:
 #   OUT=/tmp/dry DEVICE=cpu QUICK_ARGS=--tiny FULL_ARGS=--tiny WHEELS=none \
@@ -40,7 +43,8 @@ CHECK_RESERVE_S=${CHECK_RESERVE_S:-40}
 FULL_ROUNDS=${FULL_ROUNDS:-2}
 QUICK_ARGS=${QUICK_ARGS:---quick}
 FULL_ARGS=${FULL_ARGS:---rounds $FULL_ROUNDS}
-CHECK_BATCHES=${CHECK_BATCHES:-32 256}
+CHECKS=${CHECKS:-resnet18-cifar:32 resnet18-cifar:256 resnet50:32}
+QUICK=${QUICK:-1}
 WHEELS=${WHEELS:-.whl}
 export PYTHONUNBUFFERED=1
 
@@ -86,9 +90,11 @@ EOF
     echo "gpu slug: $GPU; elapsed ${SECONDS} s"
 
     # 2. quick calibration (safety net; no collective sweep: the full run makes one)
-    timeout -k 10 150 "$PYTHON" -m simcluster.cli calibrate --device "$DEVICE" $QUICK_ARGS \
-        --no-network --out "$OUT/$GPU-quick.json" --force
-    echo "quick: exit $?; elapsed ${SECONDS} s"
+    if [ "$QUICK" != 0 ]; then
+        timeout -k 10 150 "$PYTHON" -m simcluster.cli calibrate --device "$DEVICE" $QUICK_ARGS \
+            --no-network --out "$OUT/$GPU-quick.json" --force
+        echo "quick: exit $?; elapsed ${SECONDS} s"
+    fi
 
     # 3. full calibration in the time left (the device profile is written before the
     #    collective sweep starts, so a stop during the sweep keeps it)
@@ -106,12 +112,13 @@ EOF
     prof="$OUT/$GPU-measured.json"
     [ -s "$prof" ] || prof="$OUT/$GPU-quick.json"
     if [ -s "$prof" ]; then
-        for b in $CHECK_BATCHES; do
+        for c in $CHECKS; do
+            m=${c%%:*} b=${c##*:}
             left=$((DEADLINE - SECONDS))
-            [ "$left" -gt 15 ] || { echo "check batch $b: skipped, $left s left"; continue; }
+            [ "$left" -gt 15 ] || { echo "check $c: skipped, $left s left"; continue; }
             timeout -k 5 "$left" "$PYTHON" -m simcluster.cli calibrate check --profile "$prof" \
-                --device "$DEVICE" --model resnet18-cifar --batch "$b" --json \
-                | tee "$OUT/check-$(basename "$prof" .json)-b$b.json"
+                --device "$DEVICE" --model "$m" --batch "$b" --json \
+                | tee "$OUT/check-$(basename "$prof" .json)-$m-b$b.json"
         done
     fi
     ls -la "$OUT" "$OUT/network"
