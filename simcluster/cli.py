@@ -63,7 +63,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         return 0
     print(f"scenario {sc.name}: {sc.description}".rstrip(": "))
     print(
-        f"model {sc.workload.model}, batch {sc.workload.batch_per_gpu}/GPU, "
+        f"model {sc.workload.model or '(none: sparse DNN from the schedule options)'}, "
+        f"batch {sc.workload.batch_per_gpu}/GPU, "
         f"{sc.workload.precision}, topology {sc.topology}, {sc.study.kind} scaling\n"
     )
     print(scaling_table(result.records))

@@ -39,7 +39,9 @@ DATASETS: dict[str, tuple[int, int, int]] = {
 
 
 class Workload(StrictModel):
-    model: str = Field(description="model name in the zoo (simcluster list)")
+    model: str | None = Field(
+        None, description="zoo model (simcluster list); every schedule but spmv needs one"
+    )
     dataset: str | None = Field(None, description="dataset name; sets defaults below")
     input_size: int | None = Field(None, ge=1, le=65536, description="image side px or seq length")
     num_classes: int | None = Field(None, ge=1, le=10_000_000)
@@ -149,7 +151,7 @@ def _check_names(sc: Scenario, file: str | None) -> None:
         return UnknownNameError(kind, value, known, file=file, path=path)
 
     w = sc.workload
-    if w.model not in list_models():
+    if w.model is not None and w.model not in list_models():
         raise unknown("model", "workload.model", w.model, list_models())
     if w.dataset is not None and w.dataset not in DATASETS:
         raise unknown("dataset", "workload.dataset", w.dataset, list(DATASETS))
@@ -160,10 +162,11 @@ def _check_names(sc: Scenario, file: str | None) -> None:
             None,
             "missing: give workload.dataset or workload.dataset_size",
         )
-    try:
-        build_model(w.model, resolved_input_size(w), resolved_num_classes(w))
-    except ConfigError as exc:
-        raise ConfigError(file, exc.path, exc.value, exc.problem, exc.allowed) from None
+    if w.model is not None:
+        try:
+            build_model(w.model, resolved_input_size(w), resolved_num_classes(w))
+        except ConfigError as exc:
+            raise ConfigError(file, exc.path, exc.value, exc.problem, exc.allowed) from None
 
     def named_or_file(value: str, known: list[str], suffixes: tuple[str, ...]) -> bool:
         return value in known or (Path(value).suffix in suffixes and Path(value).is_file())
@@ -189,6 +192,14 @@ def _check_names(sc: Scenario, file: str | None) -> None:
             raise pydantic_to_config_error(
                 exc, file, cls.Options, ("schedules", i, "options")
             ) from None
+        if w.model is None and cls.needs_model:
+            raise ConfigError(
+                file,
+                "workload.model",
+                None,
+                f"missing: schedule {spec.name!r} trains a zoo model "
+                "(`simcluster list models`); only spmv runs without one",
+            )
     labels = [s.display for s in sc.schedules]
     dup = next((x for x in labels if labels.count(x) > 1), None)
     if dup is not None:

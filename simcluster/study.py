@@ -175,7 +175,9 @@ def run_scenario(
     """Simulate every (schedule, size) of the study; records in study order."""
     t0 = time.perf_counter()
     w = sc.workload
-    model = build_model(w.model, resolved_input_size(w), resolved_num_classes(w))
+    model = (
+        build_model(w.model, resolved_input_size(w), resolved_num_classes(w)) if w.model else None
+    )
     profile = load_profile(sc.profile)
     netp = load_network_profile(sc.network_profile)
     base_dataset = resolved_dataset_size(w)

@@ -129,6 +129,16 @@ def test_missing_field():
     assert err.path == "topology" and "missing" in str(err)
 
 
+def test_model_is_needed_unless_every_schedule_brings_its_network():
+    d = base()
+    del d["workload"]["model"]
+    err = error_for(d)
+    assert err.path == "workload.model"
+    assert "schedule 'ddp' trains a zoo model" in str(err)
+    d["schedules"] = [{"name": "spmv", "options": {"neurons": 256, "layers": 2}}]
+    assert parse_scenario(d, "s.yaml").workload.model is None
+
+
 def test_yaml_syntax_error_and_missing_file(tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text("name: x\nworkload: [unclosed\n")

@@ -45,7 +45,8 @@ class BuildContext:
 
     cluster: the :class:`simcluster.topology.Cluster` (ranks 0..gpus-1 used).
     gpus: number of ranks taking part.
-    model: the workload's layer table.
+    model: the workload's layer table (None when the scenario names no model:
+        only schedules with ``needs_model = False`` are built then).
     profile: kernel times.
     batch: samples per rank per micro-step.
     precision: ``fp32`` or ``amp``.
@@ -126,6 +127,8 @@ class Schedule(ABC):
     name: ClassVar[str]
     summary: ClassVar[str]
     Options: ClassVar[type[Options]] = Options
+    #: trains ``workload.model``; False for schedules that bring their own network
+    needs_model: ClassVar[bool] = True
 
     def __init__(self, options: Options | None = None) -> None:
         self.options = options if options is not None else self.Options()

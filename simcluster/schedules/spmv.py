@@ -364,6 +364,7 @@ class _Slots:
 class SpMV(Schedule):
     name = "spmv"
     summary = "model-parallel sparse DNN SGD: row-partitioned SpMV, p2p between layers"
+    needs_model = False  # the sparse network comes from the options
     Options = SpMVOptions
 
     def plan(self, ctx: BuildContext, run: RunShape) -> list[Segment]:

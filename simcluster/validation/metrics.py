@@ -120,6 +120,12 @@ def collective_time(m: Metric, sc) -> tuple[float, str]:
     cluster = load_topology(sc.topology, num_nodes=math.ceil(gpus / per_node))
     if isinstance(m.nbytes, str):
         w = sc.workload
+        if w.model is None:
+            from simcluster.errors import ConfigError
+
+            raise ConfigError(
+                None, "metric.nbytes", m.nbytes, "needs workload.model in the case's scenario"
+            )
         model = build_model(w.model, resolved_input_size(w), resolved_num_classes(w))
         nbytes = model.params * (4 if m.nbytes == "model_fp32" else 2)
     else:
