@@ -48,6 +48,13 @@ class RingCluster:
             cur = nxt
         return tuple(links)
 
+    def routes(self, src, dst) -> tuple[np.ndarray, np.ndarray]:
+        """route() of every pair, as (entry_flow, entry_link) arrays."""
+        paths = [self.route(int(a), int(b)) for a, b in zip(src, dst, strict=True)]
+        entry_flow = np.repeat(np.arange(len(paths), dtype=np.int64), [len(p) for p in paths])
+        entry_link = np.fromiter((x for p in paths for x in p), np.int64, entry_flow.size)
+        return entry_flow, entry_link
+
     def path_latency(self, src: int, dst: int) -> float:
         return float(sum(self.link_latency[list(self.route(src, dst))]))
 

@@ -129,19 +129,9 @@ class CommContext:
         )
 
     def flow_batch(self, src: np.ndarray, dst: np.ndarray, nbytes: np.ndarray) -> FlowBatch:
-        """:meth:`flow` (one message each) for every (src, dst) pair, as arrays.
-
-        Uses the cluster's array routing (``routes``) where it has one, else
-        routes pair by pair.
-        """
+        """:meth:`flow` (one message each) for every (src, dst) pair, as arrays."""
         n = int(np.asarray(src).size)
-        routes = getattr(self.cluster, "routes", None)
-        if routes is not None:
-            entry_flow, entry_link = routes(src, dst)
-        else:
-            paths = [self.cluster.route(int(a), int(b)) for a, b in zip(src, dst, strict=True)]
-            entry_flow = np.repeat(np.arange(n, dtype=np.int64), [len(p) for p in paths])
-            entry_link = np.fromiter((x for p in paths for x in p), np.int64, entry_flow.size)
+        entry_flow, entry_link = self.cluster.routes(src, dst)
         # Summed link by link in path order, as path_latency does.
         path = np.bincount(entry_flow, weights=self.cluster.link_latency[entry_link], minlength=n)
         latency = path + self.per_message_overhead

@@ -21,7 +21,7 @@ import numpy as np
 import simpy
 
 from simcluster.network.flow import FlowBatch, FlowSpec
-from simcluster.network.maxmin import maxmin_solve
+from simcluster.network.maxmin import concat_ranges, maxmin_rates
 
 __all__ = ["NetworkBackend", "MaxMinNetwork", "ClosedFormNetwork", "make_network", "BACKENDS"]
 
@@ -112,9 +112,7 @@ class _FlowTable:
         """(position in ``flows``, link id) per (flow, link) incidence of ``flows``."""
         lens = self.nlinks[flows]
         local = np.repeat(np.arange(flows.size), lens)
-        first = np.cumsum(lens) - lens
-        idx = np.arange(int(lens.sum())) + np.repeat(self.ptr[flows] - first, lens)
-        return local, self.links[idx]
+        return local, self.links[concat_ranges(self.ptr[flows], lens)]
 
     def set_rates(self, flows: np.ndarray | slice, rates: np.ndarray, now: float) -> None:
         """New rates from ``now`` on (the flows' ``rem`` must be as of ``now``)."""
@@ -223,7 +221,7 @@ class MaxMinNetwork(NetworkBackend):
         """Rates of every live flow from scratch (all were brought to ``now``)."""
         ft = self._flows
         local, links = ft.entries(np.arange(ft.count))
-        rates = maxmin_solve(local, links, ft.count, self.capacity)[0]
+        rates = maxmin_rates(local, links, ft.count, self.capacity)
         self.rate_updates += 1
         ft.set_rates(slice(None), rates, self.env.now)
         self._load = np.bincount(links, weights=rates[local], minlength=self.capacity.size)
@@ -239,7 +237,7 @@ class MaxMinNetwork(NetworkBackend):
         ft.rem[aff] -= ft.rate[aff] * (now - ft.tref[aff])
         local, links = ft.entries(aff)
         self._add_load(links, -ft.rate[aff][local])
-        rates = maxmin_solve(local, links, aff.size, self.capacity, self._load)[0]
+        rates = maxmin_rates(local, links, aff.size, self.capacity, self._load)
         self.rate_updates += 1
         ft.set_rates(aff, rates, now)
         self._add_load(links, rates[local])

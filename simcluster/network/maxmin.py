@@ -3,22 +3,21 @@
 The allocation is computed by progressive filling (water-filling): every
 unfrozen flow's rate grows by the same amount until some link saturates; the
 flows crossing a saturated link are frozen at the water level reached; repeat.
-All unfrozen flows share one level, so a round touches only the incidence
-entries of flows still unfrozen plus the links: O(live entries + links). The
+All unfrozen flows share one level, and per-link counts of unfrozen flows are
+updated as flows freeze, so a round costs O(links + entries it freezes). The
 number of rounds is the number of distinct bottleneck levels (one or two for
 the symmetric phases of a collective).
 
-:func:`maxmin_solve` also returns the level at which each link saturated. The
-network backend uses it to re-solve only part of the problem when flows end:
-removing flows leaves every round below the lowest level of the links they
-crossed unchanged (see :class:`simcluster.network.backend.MaxMinNetwork`).
+With ``load``, the flows share what other flows leave of each link: the
+network backend re-solves only part of the problem when flows end that way
+(see :class:`simcluster.network.backend.MaxMinNetwork`).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["maxmin_rates", "maxmin_solve"]
+__all__ = ["maxmin_rates", "concat_ranges"]
 
 #: relative slack under which a link counts as saturated (float round-off)
 REL_TOL = 1e-12
@@ -46,22 +45,25 @@ def _csr(keys: np.ndarray, values: np.ndarray, n: int) -> tuple[np.ndarray, np.n
     return ptr, values if order is None else values[order]
 
 
+def concat_ranges(starts: np.ndarray, lens: np.ndarray) -> np.ndarray:
+    """The indices ``starts[i] .. starts[i] + lens[i] - 1`` of every ``i``, concatenated."""
+    first = np.cumsum(lens) - lens
+    return np.arange(int(lens.sum())) + np.repeat(starts - first, lens)
+
+
 def _gather(ptr: np.ndarray, values: np.ndarray, rows: np.ndarray) -> np.ndarray:
     """The values of every row in ``rows`` of a CSR table, concatenated."""
-    lens = ptr[rows + 1] - ptr[rows]
-    total = int(lens.sum())
-    first = np.cumsum(lens) - lens
-    return values[np.arange(total) + np.repeat(ptr[rows] - first, lens)]
+    return values[concat_ranges(ptr[rows], ptr[rows + 1] - ptr[rows])]
 
 
-def maxmin_solve(
+def maxmin_rates(
     entry_flow: np.ndarray,
     entry_link: np.ndarray,
     num_flows: int,
     capacity: np.ndarray,
     load: np.ndarray | None = None,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Max-min fair rates and the links' saturation levels.
+) -> np.ndarray:
+    """Max-min fair rates (bytes/s) of ``num_flows`` flows.
 
     entry_flow, entry_link: parallel int arrays, one entry per (flow, link)
         incidence. A flow with no entries gets rate ``inf`` (it crosses no link).
@@ -70,18 +72,13 @@ def maxmin_solve(
         (default none); these flows share ``capacity - load``. A link counts as
         saturated when less than ``REL_TOL * capacity`` is left.
 
-    Returns ``(rates, links, levels)``: bytes/s per flow; the link ids that
-    occur in ``entry_link`` (sorted) and, for each, the water level in bytes/s
-    at which it saturated (``inf`` if it never did).
-
     A round costs O(links + entries of the flows it freezes): per-link counts
     of unfrozen flows are kept up to date instead of recounted, so problems
     with hundreds of distinct levels stay cheap.
     """
     rates = np.full(num_flows, np.inf)
     if num_flows == 0 or entry_flow.size == 0:
-        empty = np.zeros(0, dtype=np.int64)
-        return rates, empty, np.zeros(0)
+        return rates
     ef = np.asarray(entry_flow)
     used, el = _compact(np.asarray(entry_link), capacity.size)
     nlinks = used.size
@@ -89,7 +86,6 @@ def maxmin_solve(
     tol = REL_TOL * cap
     if load is not None:
         cap = np.maximum(cap - load[used], 0.0)
-    levels = np.full(nlinks, np.inf)
     lptr, link_flows = _csr(el, ef, nlinks)  # flows on each link
     fptr, flow_links = _csr(ef, el, num_flows)  # links of each flow
     counts = np.diff(lptr)  # unfrozen flows per link
@@ -107,9 +103,7 @@ def maxmin_solve(
         saturated = busy & (cap <= tol)
         if not saturated.any():  # round-off: saturate the links that set the level
             saturated = busy & (share <= inc * (1 + 1e-12))
-        hit_links = np.flatnonzero(saturated)
-        levels[hit_links] = level
-        hit = _gather(lptr, link_flows, hit_links)
+        hit = _gather(lptr, link_flows, np.flatnonzero(saturated))
         hit = hit[~frozen[hit]]
         if hit.size > 1:  # a flow on two saturated links counts once
             pos = np.arange(hit.size)
@@ -119,14 +113,4 @@ def maxmin_solve(
         frozen[hit] = True
         counts = counts - np.bincount(_gather(fptr, flow_links, hit), minlength=nlinks)
         busy = counts > 0
-    return rates, used, levels
-
-
-def maxmin_rates(
-    entry_flow: np.ndarray,
-    entry_link: np.ndarray,
-    num_flows: int,
-    capacity: np.ndarray,
-) -> np.ndarray:
-    """Max-min fair rates (bytes/s) of ``num_flows`` flows (see :func:`maxmin_solve`)."""
-    return maxmin_solve(entry_flow, entry_link, num_flows, capacity)[0]
+    return rates

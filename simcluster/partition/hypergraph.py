@@ -26,7 +26,7 @@ from functools import cached_property
 
 import numpy as np
 
-from simcluster.partition.keys import count_unique, unique_counts, unique_sorted
+from simcluster.partition.keys import count_unique, unique_counts
 from simcluster.workload.sparse import SparseLayer
 
 __all__ = ["PhaseHypergraph", "build_phase", "connectivity_cut", "input_owners", "NET_COST"]
@@ -116,11 +116,6 @@ def _net_part_keys(hg: PhaseHypergraph, parts: np.ndarray, k: int) -> np.ndarray
     if hg.fixed is not None:
         keys = np.concatenate((keys, np.arange(hg.num_nets, dtype=np.int64) * k + hg.fixed))
     return keys
-
-
-def _net_part_pairs(hg: PhaseHypergraph, parts: np.ndarray, k: int) -> np.ndarray:
-    """Sorted unique keys ``net * k + part`` over all pins (fixed pins included)."""
-    return unique_sorted(_net_part_keys(hg, parts, k))
 
 
 def connectivity_cut(hg: PhaseHypergraph, parts: np.ndarray, k: int) -> int:

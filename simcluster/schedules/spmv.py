@@ -195,13 +195,9 @@ class _Costs:
         code = arrs[0]
         for c in arrs[1:]:  # one integer per argument tuple (one-to-one for values >= 0)
             code = code * (int(c.max()) + 1) + c
-        if code.size <= _SMALL or any(int(a.min()) < 0 for a in arrs):
-            _, at, inv = np.unique(code, return_index=True, return_inverse=True)
-            inv = inv.reshape(-1)
-        else:
-            uniq, inv = unique_inverse(code)
-            at = np.empty(uniq.size, dtype=np.intp)
-            at[inv] = np.arange(code.size)  # an entry with each code: all have the same arguments
+        uniq, inv = unique_inverse(code)
+        at = np.empty(uniq.size, dtype=np.intp)
+        at[inv] = np.arange(code.size)  # an entry with each code: all have the same arguments
         out = np.empty(at.size)
         for i, args in enumerate(zip(*(a[at].tolist() for a in arrs), strict=True)):
             key = (family, *args)
