@@ -205,16 +205,15 @@ class MaxMinNetwork(NetworkBackend):
         has_links[batch.entry_flow] = True
         moving = has_links & (batch.nbytes > 0)
         instant = int(batch.num_flows - moving.sum())
-        if moving.any():
+        if instant:
+            owner.finish(instant)
+        if instant < batch.num_flows:
             part = batch if instant == 0 else batch.select(moving)
             oid = self._next_owner
             self._next_owner += 1
             self._owners[oid] = owner
             self._flows.compact_and_add(part, oid, self.env.now)
             self._solve_all()
-        if instant:
-            owner.finish(instant)
-        if moving.any():
             self._reschedule()
 
     def _solve_all(self) -> None:
