@@ -155,13 +155,14 @@ def cmd_measure(args: argparse.Namespace) -> int:
         _check_writable(net_out, args.force, "--network-out")
     device = _device(args.device)
     from calibrate import collectives as C
+    from calibrate.layers import CALIBRATION_PRECISIONS
     from calibrate.runner import guess_spec, make_plan, parse_models
 
     mode = "tiny" if args.tiny else "quick" if args.quick else "full"
     precisions = ("fp32", "amp") if device.type == "cuda" else ("fp32",)
     if args.precisions:
         precisions = tuple(p.strip() for p in args.precisions.split(",") if p.strip())
-        bad = [p for p in precisions if p not in ("fp32", "amp")] or (
+        bad = [p for p in precisions if p not in CALIBRATION_PRECISIONS] or (
             [] if "fp32" in precisions else ["(fp32 missing)"]
         )
         if bad:
@@ -169,8 +170,8 @@ def cmd_measure(args: argparse.Namespace) -> int:
                 None,
                 "--precisions",
                 args.precisions,
-                "fp32 and optionally amp",
-                ["fp32", "fp32,amp"],
+                "fp32 and optionally any of " + ", ".join(CALIBRATION_PRECISIONS[1:]),
+                ["fp32", "fp32,amp", ",".join(CALIBRATION_PRECISIONS)],
             )
     if args.rounds is not None and args.rounds < 1:
         raise ConfigError(None, "--rounds", args.rounds, "must be >= 1")
@@ -300,7 +301,7 @@ def cmd_derive(args: argparse.Namespace) -> int:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    _only(args, "check", {"profile", "model"})
+    _only(args, "check", {"profile", "model", "precision"})
     if not args.profile:
         raise ConfigError(None, "--profile", None, "missing: the profile to check")
     from simcluster.compute import load_profile
@@ -323,14 +324,18 @@ def cmd_check(args: argparse.Namespace) -> int:
     warning = busy_warning()
     if warning:
         print(f"simcluster: warning: {warning}", file=sys.stderr)
-    sim = simulated_time(profile, model, args.batch)
+    precision = args.precision
+    sim = simulated_time(profile, model, args.batch, precision)
     timer = Timer(device, warmup=2, reps=5, min_sample_s=0.0, clock=args.clock)
-    meas = time_model(module, args.batch, model.input_size, device, timer, args.rounds or 3)
+    meas = time_model(
+        module, args.batch, model.input_size, device, timer, args.rounds or 3, precision
+    )
     err = (sim["total_s"] - meas["estimate_s"]) / meas["estimate_s"]
     result = {
         "profile": profile.describe(),
         "model": model_name,
         "batch": args.batch,
+        "precision": precision,
         "threads": threads,
         "clock": args.clock,
         "simulated_s": sim["total_s"],
@@ -346,7 +351,8 @@ def cmd_check(args: argparse.Namespace) -> int:
         print(json.dumps(result, indent=2))
     else:
         print(
-            f"{model_name} batch {args.batch}, forward + backward, {device} ({threads} threads, "
+            f"{model_name} batch {args.batch} {precision}, forward + backward, {device} "
+            f"({threads} threads, "
             f"{args.clock} clock)\n"
             f"  simulated ({profile.describe()}): {sim['total_s'] * 1e3:.1f} ms "
             f"(fwd {sim['fwd_s'] * 1e3:.1f}, bwd {sim['bwd_s'] * 1e3:.1f})\n"

@@ -24,8 +24,8 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Callable
-from contextlib import nullcontext
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 
 import torch
@@ -34,7 +34,23 @@ import torch.nn.functional as F
 
 from calibrate.timing import Measurement, Timer
 
-__all__ = ["LayerBench", "build_layer", "time_layer", "amp_context"]
+__all__ = [
+    "LayerBench",
+    "build_layer",
+    "time_layer",
+    "amp_context",
+    "math_mode",
+    "amp_dtype",
+    "CALIBRATION_PRECISIONS",
+]
+
+#: precisions a measured profile can hold (keys of ``device.compute``):
+#: ``fp32`` strict IEEE fp32 (TF32 off for cuBLAS matmuls and cuDNN convolutions),
+#: ``tf32`` fp32 tensors with TF32 tensor-core math on for both, ``amp`` autocast to fp16
+#: on CUDA (bf16 on a CPU, which has no fp16 autocast), ``amp_bf16`` autocast to bf16.
+#: Note: PyTorch's own default is a mix (cuDNN TF32 on, matmul TF32 off); profiles measured
+#: before ``tf32`` existed (h200-measured, 2026-11-26 04:00) took ``fp32`` in that mix.
+CALIBRATION_PRECISIONS = ("fp32", "tf32", "amp", "amp_bf16")
 
 #: rotate over input copies until they hold this many bytes (at most ROTATE_MAX copies)
 ROTATE_BYTES = 64 << 20
@@ -59,11 +75,51 @@ class LayerBench:
 
 
 def amp_context(device: torch.device, precision: str):
-    """``torch.autocast`` for ``amp`` (fp16 on CUDA, bf16 on the CPU), else a no-op."""
+    """``torch.autocast`` for ``amp`` (fp16 on CUDA, bf16 on the CPU) and ``amp_bf16``
+    (bf16), else a no-op."""
+    if precision == "amp_bf16":
+        return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
     if precision != "amp":
         return nullcontext()
     dtype = torch.float16 if device.type == "cuda" else torch.bfloat16
     return torch.autocast(device_type=device.type, dtype=dtype)
+
+
+def amp_dtype(device: torch.device, precision: str) -> torch.dtype | None:
+    """The half-precision dtype autocast computes in at ``precision`` (None: no autocast)."""
+    if precision == "amp_bf16":
+        return torch.bfloat16
+    if precision == "amp":
+        return torch.float16 if device.type == "cuda" else torch.bfloat16
+    return None
+
+
+def _as_activation(x: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """A floating-point layer input as a mixed-precision network hands it on: in the
+    autocast dtype (convolutions and linears write half-precision outputs, and norms,
+    activations, pools and residual adds pass that dtype on). Index inputs stay as they are.
+    Assumption: every layer's producer wrote half precision; the first layer's fp32 input
+    and the fp32 residual stream a post-norm transformer keeps after LayerNorm are not
+    modelled, so their layers are timed on half the bytes they really read."""
+    if not x.is_floating_point():
+        return x
+    return x.detach().to(dtype).requires_grad_(x.requires_grad)
+
+
+@contextmanager
+def math_mode(precision: str) -> Iterator[None]:
+    """TF32 tensor-core math on (``tf32``) or off (every other precision) for cuBLAS
+    matmuls and cuDNN convolutions while the block runs; the previous flags come back
+    after. Under autocast the half-precision kernels are unaffected; the ops autocast
+    keeps in fp32 then run strict, as with ``fp32``. No effect on a CPU."""
+    on = precision == "tf32"
+    old = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
+    torch.backends.cuda.matmul.allow_tf32 = on
+    torch.backends.cudnn.allow_tf32 = on
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = old
 
 
 def _x(shape: tuple[int, ...], device: torch.device, grad: bool = True) -> torch.Tensor:
@@ -157,8 +213,18 @@ def time_layer(
     ``bwd_weight`` (the last two only where both gradients exist; ``bwd_weight`` alone
     for a layer whose input takes no gradient, e.g. an embedding's indices).
     """
+    with math_mode(precision):
+        return _time_layer(layer, batch, device, timer, precision)
+
+
+def _time_layer(
+    layer, batch: int, device: torch.device, timer: Timer, precision: str
+) -> dict[str, Measurement]:
     bench = build_layer(layer, batch, device)
     ctx = amp_context(device, precision)
+    half = amp_dtype(device, precision)
+    if half is not None:
+        bench.inputs = [_as_activation(x, half) for x in bench.inputs]
     nbytes = sum(x.numel() * x.element_size() for x in bench.inputs)
     n_copies = max(1, min(ROTATE_MAX, math.ceil(ROTATE_BYTES / max(nbytes, 1))))
     sets = [bench.inputs] + [bench.copies() for _ in range(n_copies - 1)]

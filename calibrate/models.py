@@ -13,6 +13,7 @@ import statistics
 import torch
 import torch.nn as nn
 
+from calibrate.layers import amp_context, math_mode
 from calibrate.timing import Timer
 
 __all__ = ["torch_model", "time_model", "simulated_time"]
@@ -84,8 +85,10 @@ def time_model(
     device: torch.device,
     timer: Timer,
     rounds: int = 3,
+    precision: str = "fp32",
 ) -> dict:
-    """Forward + backward of ``module`` on a random batch (seconds per iteration).
+    """Forward + backward of ``module`` on a random batch (seconds per iteration), at
+    ``precision`` (see :data:`calibrate.layers.CALIBRATION_PRECISIONS`).
 
     The backward starts from a fixed output gradient (no loss), as the layer table has no
     loss layer. Each round takes ``timer.reps`` samples after ``timer.warmup`` warm-up
@@ -98,9 +101,12 @@ def time_model(
 
     def step() -> None:
         module.zero_grad(set_to_none=True)
-        module(x).backward(g)
+        with amp_context(device, precision):
+            y = module(x)
+        y.float().backward(g)
 
-    rounds_s = [timer.measure(step).samples for _ in range(rounds)]
+    with math_mode(precision):
+        rounds_s = [timer.measure(step).samples for _ in range(rounds)]
     medians = [statistics.median(r) for r in rounds_s]
     return {
         "estimate_s": min(medians),

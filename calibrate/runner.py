@@ -30,7 +30,7 @@ import torch
 
 from calibrate import kernels as K
 from calibrate.fit import fit_cost_model
-from calibrate.layers import layer_key, time_layer
+from calibrate.layers import layer_key, math_mode, time_layer
 from calibrate.timing import Measurement, Timer
 from simcluster.compute.measured import (
     COMPUTE_FEATURES,
@@ -386,11 +386,16 @@ def _kernel_items(plan: Plan, device: torch.device, layers: list) -> list[Item]:
 
 
 def _roofline_items(plan: Plan, device: torch.device) -> list[Item]:
-    def gemm(dtype: torch.dtype, dev: torch.device):
+    def gemm(dtype: torch.dtype, dev: torch.device, tf32: bool = False):
         def build():
             a = torch.randn(plan.gemm_n, plan.gemm_n, device=dev).to(dtype)
             b = torch.randn(plan.gemm_n, plan.gemm_n, device=dev).to(dtype)
-            return lambda: a @ b
+
+            def run():
+                with math_mode("tf32" if tf32 else "fp32"):
+                    return a @ b
+
+            return run
 
         return build
 
@@ -410,9 +415,13 @@ def _roofline_items(plan: Plan, device: torch.device) -> list[Item]:
         return build
 
     probes = [("gemm_fp32", gemm(torch.float32, device), device)]
+    if "tf32" in plan.precisions:
+        probes.append(("gemm_tf32", gemm(torch.float32, device, tf32=True), device))
     if "amp" in plan.precisions:
         half = torch.float16 if device.type == "cuda" else torch.bfloat16
         probes.append(("gemm_amp", gemm(half, device), device))
+    if "amp_bf16" in plan.precisions:
+        probes.append(("gemm_bf16", gemm(torch.bfloat16, device), device))
     probes += [("copy", copy(device), device), ("launch", launch(device), device)]
     if device.type == "cuda":
         host = torch.device("cpu")
@@ -715,16 +724,21 @@ def _roofline(items: list[Item], results: dict[str, list[dict[str, Measurement]]
         "memory_bandwidth": _sig(2 * plan.copy_bytes / est["copy"]),
         "launch_overhead_s": _sig(est["launch"]),
     }
+    if "gemm_tf32" in est:
+        roof["peak_flops"]["tf32_tensor"] = _sig(flops / est["gemm_tf32"])
     if "gemm_amp" in est:
         roof["peak_flops"]["fp16_tensor"] = _sig(flops / est["gemm_amp"])
+    if "gemm_bf16" in est:
+        roof["peak_flops"]["bf16_tensor"] = _sig(flops / est["gemm_bf16"])
     if "host_copy" in est:
         roof["host"] = {
             "memory_bandwidth": _sig(2 * plan.copy_bytes / est["host_copy"]),
             "launch_overhead_s": _sig(est["host_launch"]),
         }
     roof["method"] = (
-        f"fp32 GEMM {plan.gemm_n}^3 (FLOP/s; fp16_tensor: the same GEMM under amp, fp16 on "
-        f"CUDA, bf16 on a CPU); copy_ of {plan.copy_bytes} bytes counted as read + write "
+        f"fp32 GEMM {plan.gemm_n}^3 with TF32 off (FLOP/s; tf32_tensor: the same with TF32 "
+        "on; fp16_tensor: the same GEMM under amp, fp16 on CUDA, bf16 on a CPU; bf16_tensor: "
+        f"in bf16); copy_ of {plan.copy_bytes} bytes counted as read + write "
         "(bytes/s); add of one-element tensors (s)"
     )
     samples = [
@@ -907,7 +921,11 @@ def calibrate(
             "and host <-> device copies are aliases of d2d"
         )
     if "amp" not in plan.precisions:
-        notes.append("fp32 only: no amp fits (pass --precisions fp32,amp to measure them)")
+        notes.append("no amp fits (pass --precisions fp32,amp to measure them)")
+    notes.append(
+        "fp32 fits are strict fp32 (TF32 off for matmuls and convolutions); tf32 fits have "
+        "TF32 on for both; amp = fp16 autocast on CUDA, amp_bf16 = bf16 autocast"
+    )
     prov["notes"] = notes
     device_section: dict[str, Any] = {"compute": compute, "kernels": kernels, "roofline": roof}
     if spec_profile:

@@ -198,7 +198,10 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--tiny", action="store_true", help="a few seconds: smoke tests only")
     c.add_argument("--models", help="zoo shapes to time: MODEL[@INPUT][:BATCH],... (measure)")
     c.add_argument("--batch", type=int, default=32, help="batch size (default 32)")
-    c.add_argument("--precisions", help="fp32 or fp32,amp (default: amp too on CUDA)")
+    c.add_argument(
+        "--precisions",
+        help="fp32[,tf32][,amp][,amp_bf16] (default: fp32,amp on CUDA, fp32 on a CPU)",
+    )
     c.add_argument(
         "--check",
         help="measure: whole ResNets timed in the same rounds, MODEL[:BATCH],... or none "
@@ -218,6 +221,12 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--source-spec", help="spec profile of the source device (derive)")
     c.add_argument("--profile", help="profile to check (check)")
     c.add_argument("--model", help="ResNet of the zoo to check (default resnet18-cifar)")
+    c.add_argument(
+        "--precision",
+        default="fp32",
+        choices=["fp32", "tf32", "amp", "amp_bf16"],
+        help="check: precision of the checked step (default fp32)",
+    )
     c.add_argument("--name", help="profile name (default: the --out file's stem)")
     c.add_argument("--json", action="store_true", help="check: print the result as JSON")
     c.add_argument("--force", action="store_true", help="overwrite existing --out files")

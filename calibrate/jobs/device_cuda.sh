@@ -10,9 +10,14 @@
 #   3. full calibration, in what time is left -> $OUT/<gpu>-measured.json
 #      with its network profile (gloo, 2 local ranks on one GPU machine)
 #                                            -> $OUT/network/<gpu>-measured.json
-#   4. `calibrate check` (a ResNet's forward + backward, simulated vs torch) of the
+#   4. when ANCHORS_S > 0: whole training steps (calibrate/anchors.py) in at most
+#      ANCHORS_S seconds                      -> $OUT/anchors-<gpu>.json
+#   5. `calibrate check` (a ResNet's forward + backward, simulated vs torch) of the
 #      full profile (else the quick one) for each MODEL:BATCH of CHECKS
-#      (default resnet18-cifar at 32 and 256, resnet50 at 32) -> $OUT/check-*.json
+#      (default resnet18-cifar at 32 and 256, resnet50 at 32) and each precision of
+#      CHECK_PRECISIONS measured                -> $OUT/check-*.json
+# PRECISIONS (default fp32,tf32,amp,amp_bf16) are the precisions measured; FULL_MAX_S caps
+# the full run's seconds.
 # <gpu> comes from torch's device name: h200, h100-sxm-80gb, h100-pcie-80gb, ...
 # The file stems are the profile names: copied to calibrate/profiles/ and
 # calibrate/profiles/network/ they load as `profile: <gpu>-measured` and
@@ -44,6 +49,11 @@ FULL_ROUNDS=${FULL_ROUNDS:-2}
 QUICK_ARGS=${QUICK_ARGS:---quick}
 FULL_ARGS=${FULL_ARGS:---rounds $FULL_ROUNDS}
 CHECKS=${CHECKS:-resnet18-cifar:32 resnet18-cifar:256 resnet50:32}
+CHECK_PRECISIONS=${CHECK_PRECISIONS:-fp32 tf32 amp}
+PRECISIONS=${PRECISIONS:-fp32,tf32,amp,amp_bf16}
+FULL_MAX_S=${FULL_MAX_S:-100000}
+ANCHORS_S=${ANCHORS_S:-0}
+ANCHORS_ARGS=${ANCHORS_ARGS:-}
 QUICK=${QUICK:-1}
 WHEELS=${WHEELS:-.whl}
 export PYTHONUNBUFFERED=1
@@ -92,33 +102,47 @@ EOF
     # 2. quick calibration (safety net; no collective sweep: the full run makes one)
     if [ "$QUICK" != 0 ]; then
         timeout -k 10 150 "$PYTHON" -m simcluster.cli calibrate --device "$DEVICE" $QUICK_ARGS \
-            --no-network --out "$OUT/$GPU-quick.json" --force
+            --precisions "$PRECISIONS" --no-network --out "$OUT/$GPU-quick.json" --force
         echo "quick: exit $?; elapsed ${SECONDS} s"
     fi
 
     # 3. full calibration in the time left (the device profile is written before the
     #    collective sweep starts, so a stop during the sweep keeps it)
-    left=$((DEADLINE - SECONDS - CHECK_RESERVE_S))
+    left=$((DEADLINE - SECONDS - CHECK_RESERVE_S - ANCHORS_S))
+    [ "$left" -le "$FULL_MAX_S" ] || left=$FULL_MAX_S
     if [ "$left" -gt 60 ]; then
         timeout -k 10 "$left" "$PYTHON" -m simcluster.cli calibrate --device "$DEVICE" \
-            $FULL_ARGS --out "$OUT/$GPU-measured.json" \
+            $FULL_ARGS --precisions "$PRECISIONS" --out "$OUT/$GPU-measured.json" \
             --network-out "$OUT/network/$GPU-measured.json" --force
         echo "full: exit $? (124: stopped by timeout after $left s); elapsed ${SECONDS} s"
     else
         echo "full: skipped, only $left s left"
     fi
 
-    # 4. simulated vs measured forward + backward of ResNet-18 (CIFAR)
+    # 4. whole training steps (samples/s), the device's own anchors (calibrate/anchors.py)
+    if [ "$ANCHORS_S" -gt 0 ]; then
+        left=$((DEADLINE - SECONDS - CHECK_RESERVE_S))
+        [ "$left" -le "$ANCHORS_S" ] || left=$ANCHORS_S
+        timeout -k 10 $((left + 20)) "$PYTHON" -m calibrate.anchors --device "$DEVICE" \
+            --precisions "$PRECISIONS" --deadline-s "$left" $ANCHORS_ARGS \
+            --out "$OUT/anchors-$GPU.json"
+        echo "anchors: exit $?; elapsed ${SECONDS} s"
+    fi
+
+    # 5. simulated vs measured forward + backward of ResNets, per precision
     prof="$OUT/$GPU-measured.json"
     [ -s "$prof" ] || prof="$OUT/$GPU-quick.json"
     if [ -s "$prof" ]; then
         for c in $CHECKS; do
             m=${c%%:*} b=${c##*:}
-            left=$((DEADLINE - SECONDS))
-            [ "$left" -gt 15 ] || { echo "check $c: skipped, $left s left"; continue; }
-            timeout -k 5 "$left" "$PYTHON" -m simcluster.cli calibrate check --profile "$prof" \
-                --device "$DEVICE" --model "$m" --batch "$b" --json \
-                | tee "$OUT/check-$(basename "$prof" .json)-$m-b$b.json"
+            for p in $CHECK_PRECISIONS; do
+                case ",$PRECISIONS," in *",$p,"*) ;; *) continue ;; esac
+                left=$((DEADLINE - SECONDS))
+                [ "$left" -gt 15 ] || { echo "check $c $p: skipped, $left s left"; continue; }
+                timeout -k 5 "$left" "$PYTHON" -m simcluster.cli calibrate check \
+                    --profile "$prof" --device "$DEVICE" --model "$m" --batch "$b" \
+                    --precision "$p" --json | tee "$OUT/check-$m-b$b-$p.json"
+            done
         done
     fi
     ls -la "$OUT" "$OUT/network"

@@ -20,7 +20,7 @@ from typing import Any
 
 __all__ = ["DeviceProfile", "SpecProfile", "PRECISIONS", "PASSES", "KERNEL_FAMILIES"]
 
-PRECISIONS = ("fp32", "amp")
+PRECISIONS = ("fp32", "tf32", "amp", "amp_bf16")
 PASSES = ("fwd", "bwd_input", "bwd_weight")
 #: Kernel families a schedule may time with :meth:`DeviceProfile.kernel_time`, and their
 #: parameters. Sizes are element counts (fp32 unless stated), bytes are bytes.
