@@ -179,9 +179,10 @@ def layer_features(
 
     ``flops`` is the layer's forward FLOPs times the batch for every pass (each pass's
     coefficient absorbs its own ratio); ``bytes`` counts activations in and out at the
-    precision's width (4 bytes fp32 and tf32, 2 amp and amp_bf16) plus the weights (the fp32 weight gradient in
-    ``bwd_weight``); ``bytes_spill`` is the part of ``bytes`` beyond ``cache_bytes`` (the
-    cache a pass runs in; data that does not fit comes from slower memory).
+    precision's width (4 bytes fp32 and tf32, 2 amp and amp_bf16) plus the weights (the
+    fp32 weight gradient in ``bwd_weight``); ``bytes_spill`` is the part of ``bytes``
+    beyond ``cache_bytes`` (the cache a pass runs in; data that does not fit comes from
+    slower memory).
     """
     a = 2 if precision.startswith("amp") else 4
     act = (layer.in_elems + layer.out_elems) * batch * a
