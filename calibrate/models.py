@@ -13,7 +13,7 @@ import statistics
 import torch
 import torch.nn as nn
 
-from calibrate.timing import Timer
+from .timing import Timer
 
 __all__ = ["torch_model", "time_model", "simulated_time"]
 

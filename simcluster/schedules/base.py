@@ -11,13 +11,13 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any, ClassVar
+from typing import Annotated, Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict
 
 from simcluster.compute.profile import DeviceProfile
-from simcluster.errors import UnknownNameError
 from simcluster.program import RankClass
+from simcluster.registry import Registered, Registry
 
 __all__ = [
     "Options",
@@ -30,6 +30,7 @@ __all__ = [
     "get_schedule",
     "list_schedules",
     "SCHEDULES",
+    "algorithm_name",
 ]
 
 
@@ -37,6 +38,16 @@ class Options(BaseModel):
     """Base of every schedule's options: unknown keys are errors."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def algorithm_name(*ops: str) -> Any:
+    """Annotation of an option naming a collective algorithm (or ``auto``) for ``ops``.
+
+    The name must exist for every op the option is used with; it is checked
+    against the algorithm registries when the scenario loads (exit 2 naming
+    the field), not when the collective runs.
+    """
+    return Annotated[str, Registered(*(f"{op} algorithm" for op in ops), also=("auto",))]
 
 
 @dataclass(frozen=True)
@@ -154,13 +165,9 @@ class Schedule(ABC):
         ]
 
 
-SCHEDULES: dict[str, type[Schedule]] = {}
-
-
 def register(cls: type[Schedule]) -> type[Schedule]:
     """Class decorator: make a schedule findable by its ``name``."""
-    SCHEDULES[cls.name] = cls
-    return cls
+    return SCHEDULES.add(cls.name, cls)
 
 
 _HELPER_MODULES = {"base", "training"}
@@ -178,14 +185,13 @@ def _ensure_loaded() -> None:
             importlib.import_module(f"simcluster.schedules.{info.name}")
 
 
+#: every schedule by name; reading it imports the schedule modules first
+SCHEDULES: Registry[type[Schedule]] = Registry("schedule", loader=_ensure_loaded)
+
+
 def list_schedules() -> list[str]:
-    _ensure_loaded()
-    return sorted(SCHEDULES)
+    return SCHEDULES.names()
 
 
 def get_schedule(name: str) -> type[Schedule]:
-    _ensure_loaded()
-    try:
-        return SCHEDULES[name]
-    except KeyError:
-        raise UnknownNameError("schedule", name, list(SCHEDULES)) from None
+    return SCHEDULES.lookup(name)

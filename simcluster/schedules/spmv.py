@@ -51,7 +51,6 @@ from typing import Literal
 import numpy as np
 from pydantic import Field
 
-from simcluster.collectives import CollectiveCall
 from simcluster.partition import (
     LayerComm,
     NetworkPartition,
@@ -61,7 +60,7 @@ from simcluster.partition import (
     table1_metrics,
 )
 from simcluster.partition.keys import unique_inverse
-from simcluster.program import Op, RankClass, collective, compute
+from simcluster.program import CollectiveCall, Op, RankClass, collective, compute
 from simcluster.schedules.base import (
     BuildContext,
     Iteration,

@@ -23,7 +23,7 @@ import networkx as nx
 import numpy as np
 
 from simcluster.errors import ConfigError, UnknownNameError
-from simcluster.paths import topologies_dir
+from simcluster.paths import topologies_dir, topology_dirs
 from simcluster.topology.fabric import FatTree
 from simcluster.topology.nodes import (
     NodeTemplate,
@@ -726,11 +726,14 @@ def build_cluster(
 
 
 def list_topologies() -> list[str]:
-    """Names of the shipped topology files (``topologies/<name>.yaml``)."""
-    d = topologies_dir()
-    if not d.is_dir():
-        return []
-    return sorted(p.stem for p in d.glob("*.yaml"))
+    """Names of the topology files on the search path (user folders, then the shipped
+    ``topologies/<name>.yaml``; see :mod:`simcluster.paths`)."""
+    return sorted({p.stem for d in topology_dirs() if d.is_dir() for p in d.glob("*.yaml")})
+
+
+def _named(filename: str) -> Path | None:
+    """``filename`` in the first topology search folder that has it."""
+    return next((d / filename for d in topology_dirs() if (d / filename).is_file()), None)
 
 
 def _resolve(name_or_path: str) -> Path:
@@ -740,8 +743,8 @@ def _resolve(name_or_path: str) -> Path:
     if looks_like_path:
         if p.exists():
             return p
-        shipped = topologies_dir() / p.name
-        if p.parent == Path(".") and shipped.exists():
+        shipped = _named(p.name) if p.parent == Path(".") else None
+        if shipped is not None:
             return shipped
         raise ConfigError(
             s,
@@ -750,8 +753,8 @@ def _resolve(name_or_path: str) -> Path:
             "topology file not found",
             "a shipped name (" + ", ".join(list_topologies()) + ") or a .yaml path",
         )
-    shipped = topologies_dir() / f"{s}.yaml"
-    if shipped.exists():
+    shipped = _named(f"{s}.yaml")
+    if shipped is not None:
         return shipped
     raise UnknownNameError("topology", s, list_topologies())
 

@@ -36,8 +36,8 @@ from typing import Any, Literal
 import yaml
 from pydantic import Field, ValidationError, model_validator
 
+from simcluster import paths
 from simcluster.errors import ConfigError
-from simcluster.paths import project_root
 from simcluster.schema import StrictModel, pydantic_to_config_error
 
 __all__ = [
@@ -144,7 +144,7 @@ class ReferenceFile(StrictModel):
 
 
 def references_dir() -> Path:
-    return project_root() / "scenarios" / "references"
+    return paths.references_dir()
 
 
 def load_reference_file(path: str | Path) -> ReferenceFile:

@@ -10,12 +10,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from simcluster.errors import SimclusterError
 from simcluster.validation.cases import Metric, Select
 
 __all__ = ["MetricError", "find_record", "read_metric", "collective_time"]
 
 
-class MetricError(ValueError):
+class MetricError(SimclusterError, ValueError):
     """The run does not hold what the metric asks for (names the missing piece)."""
 
 

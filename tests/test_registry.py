@@ -1,0 +1,159 @@
+"""One registry type, names checked at load, errors that survive pickling."""
+
+from __future__ import annotations
+
+import pickle
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from simcluster.errors import (
+    ConfigError,
+    SimclusterError,
+    UnknownNameError,
+    UserError,
+)
+from simcluster.registry import Registered, Registry, check_registered
+from simcluster.scenario import parse_scenario
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_registry_lookup_and_did_you_mean() -> None:
+    reg: Registry[int] = Registry("test widget")
+    reg.add("alpha", 1)
+    reg.add("beta", 2)
+    assert reg.lookup("alpha") == 1
+    assert sorted(reg) == ["alpha", "beta"] and "beta" in reg and len(reg) == 2
+    with pytest.raises(UnknownNameError) as e:
+        reg.lookup("alpah", file="f.yaml", path="x.widget")
+    msg = str(e.value)
+    assert msg.startswith("f.yaml: x.widget: unknown test widget (got 'alpah')")
+    assert "allowed: alpha, beta" in msg and "did you mean 'alpha'?" in msg
+    with pytest.raises(ValueError, match="registered twice"):
+        reg.add("alpha", 3)
+
+
+def test_registry_loader_runs_once_before_first_read() -> None:
+    calls = []
+    reg: Registry[str] = Registry("lazy thing", loader=lambda: calls.append(reg.add("x", "y")))
+    assert calls == []
+    assert reg.names() == ["x"] and reg.names() == ["x"]
+    assert len(calls) == 1
+
+
+def test_registered_marker_needs_the_name_in_every_registry() -> None:
+    from simcluster.collectives import ALGORITHMS
+
+    assert "tree" in ALGORITHMS["allreduce"] and "tree" not in ALGORITHMS["allgather"]
+    mark = Registered("allreduce algorithm", "allgather algorithm", also=("auto",))
+    assert mark.allowed() == ["auto", "ring"]
+    with pytest.raises(UnknownNameError, match=r"p\.q: unknown allreduce algorithm / allgather"):
+        mark.check("tree", None, "p.q")
+
+
+def _scenario(**options) -> dict:
+    return {
+        "name": "t",
+        "topology": "puhti",
+        "profile": "v100-sxm2-32gb",
+        "workload": {"model": "resnet18", "dataset": "cifar10", "batch_per_gpu": 8},
+        "schedules": [{"name": "ddp"}, {"name": "hsadmm", "options": options}],
+        "study": {"gpus": [4, 8]},
+    }
+
+
+@pytest.mark.parametrize(
+    ("options", "field"),
+    [
+        ({"inter_algorithm": "rnig"}, "schedules[1].options.inter_algorithm"),
+        ({"intra_algorithm": "tree"}, "schedules[1].options.intra_algorithm"),  # no tree bcast
+    ],
+)
+def test_unknown_algorithm_option_fails_at_load(options: dict, field: str) -> None:
+    with pytest.raises(UnknownNameError) as e:
+        parse_scenario(_scenario(**options), "s.yaml")
+    assert str(e.value).startswith(f"s.yaml: {field}: unknown allreduce algorithm")
+
+
+@pytest.mark.parametrize(
+    ("schedule", "key", "bad"),
+    [
+        ("ddp", "algorithm", "rign"),
+        ("topk", "algorithm", "tree"),
+        ("ssfusion", "algorithm", "hierarchical"),
+        ("nodebased", "algorithm", "x"),
+    ],
+)
+def test_every_algorithm_option_is_checked(schedule: str, key: str, bad: str) -> None:
+    data = _scenario()
+    data["schedules"] = [{"name": schedule, "options": {key: bad}}]
+    with pytest.raises(UnknownNameError, match=rf"schedules\[0\]\.options\.{key}: unknown"):
+        parse_scenario(data, "s.yaml")
+    data["schedules"] = [{"name": schedule, "options": {key: "ring"}}]
+    parse_scenario(data, "s.yaml")
+
+
+def test_network_model_checked_against_registry() -> None:
+    data = {**_scenario(), "network_model": "maxmn"}
+    with pytest.raises(UnknownNameError, match="network_model: unknown network model.*'maxmin'"):
+        parse_scenario(data, "s.yaml")
+
+
+def test_check_registered_uses_defaults() -> None:
+    from simcluster.schedules import get_schedule
+
+    check_registered(get_schedule("hsadmm").Options, {}, None, "o")
+
+
+def test_sweep_jobs_reports_the_same_line(tmp_path: Path) -> None:
+    f = tmp_path / "s.yaml"
+    f.write_text(yaml.safe_dump(_scenario(inter_algorithm="rnig")))
+    cmd = [sys.executable, "-m", "simcluster.cli"]
+    run = subprocess.run([*cmd, "run", str(f)], capture_output=True, text=True, cwd=ROOT)
+    sweep = subprocess.run(
+        [*cmd, "sweep", str(f), "--jobs", "2", "--set", "study.gpus=4,8"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+    assert run.returncode == 2 and sweep.returncode == 2
+    line = run.stderr.strip().removeprefix("simcluster: error: ")
+    assert "schedules[1].options.inter_algorithm: unknown allreduce algorithm" in line
+    assert line in sweep.stderr
+    assert "Traceback" not in run.stderr + sweep.stderr
+
+
+def _errors() -> list[BaseException]:
+    from simcluster.engine import SimulationError
+    from simcluster.partition.backends import MissingBackendError
+    from simcluster.program import ProgramError
+    from simcluster.topology.units import UnitError
+    from simcluster.validation.metrics import MetricError
+    from simcluster.workload.model import ShapeError
+
+    return [
+        UserError("plain"),
+        ConfigError("f.yaml", "a.b", [1, 2], "bad", ["x", "y"], ["x"]),
+        UnknownNameError("schedule", "ddq", ["ddp", "topk"], file="f.yaml", path="s[0].name"),
+        SimulationError("stuck"),
+        MissingBackendError("kahypar", "kahypar"),
+        ProgramError("cycle"),
+        UnitError("not a bandwidth", "e.g. 100 Gb/s"),
+        MetricError("no record"),
+        ShapeError("empty"),
+    ]
+
+
+@pytest.mark.parametrize("err", _errors(), ids=lambda e: type(e).__name__)
+def test_every_error_pickles_unchanged(err: BaseException) -> None:
+    assert isinstance(err, SimclusterError)
+    back = pickle.loads(pickle.dumps(err))
+    assert type(back) is type(err)
+    assert str(back) == str(err) and back.args == err.args
+    assert back.__dict__ == err.__dict__
+    if isinstance(err, UserError):
+        assert back.exit_code == 2
