@@ -43,9 +43,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.network_model:
         sc = sc.model_copy(update={"network_model": args.network_model})
     from simcluster.report import format_table
-    from simcluster.schedules.spmv import prefetch_partitions, table1_tables
+    from simcluster.schedules import scenario_schedules
 
-    prefetch_partitions(sc)  # sparse-DNN partitions, in parallel (no-op without spmv)
+    for cls in scenario_schedules(sc):
+        cls.prepare(sc)  # e.g. sparse-DNN partitions, in parallel
     result = run_scenario(sc, progress=ProgressBar())
     payload = result.to_json()
     out = Path(args.out or sc.output or Path("results") / sc.name)
@@ -70,7 +71,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         f"{sc.workload.precision}, topology {sc.topology}, {sc.study.kind} scaling\n"
     )
     print(scaling_table(result.records))
-    for title, headers, rows in table1_tables(sc, result.records):
+    tables = [t for cls in scenario_schedules(sc) for t in cls.tables(sc, result.records)]
+    for title, headers, rows in tables:
         print(f"{title}\n{format_table(headers, rows)}\n")
     segments = segment_table(result.records)
     if segments:
@@ -87,11 +89,13 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_spmv_table(args: argparse.Namespace) -> int:
     from simcluster.report import format_table
     from simcluster.scenario import load_scenario
-    from simcluster.schedules.spmv import prefetch_partitions, table1_tables
+    from simcluster.schedules import scenario_schedules
 
     sc = load_scenario(args.scenario)
-    prefetch_partitions(sc)
-    tables = table1_tables(sc)
+    tables = []
+    for cls in scenario_schedules(sc):
+        cls.prepare(sc)
+        tables += cls.tables(sc)
     if not tables:
         raise UserError(f"{args.scenario}: no spmv schedule in this scenario")
     for title, headers, rows in tables:

@@ -31,6 +31,7 @@ __all__ = [
     "list_schedules",
     "SCHEDULES",
     "algorithm_name",
+    "scenario_schedules",
 ]
 
 
@@ -144,6 +145,21 @@ class Schedule(ABC):
     def __init__(self, options: Options | None = None) -> None:
         self.options = options if options is not None else self.Options()
 
+    # --- hooks for the whole scenario (the CLI and the API call them, never a module) ---
+    @classmethod
+    def prepare(cls, scenario: Any) -> None:
+        """Work done once before ``scenario``'s study runs, for every schedule of this
+        class in it at once (e.g. partitions computed in parallel). Default: none."""
+        return None
+
+    @classmethod
+    def tables(
+        cls, scenario: Any, records: list[dict[str, Any]] | None = None
+    ) -> list[tuple[str, list[str], list[list[Any]]]]:
+        """Extra (title, headers, rows) tables for the report of ``scenario``; with
+        ``records`` of a run, or without any run (``simcluster spmv-table``). Default: none."""
+        return []
+
     @abstractmethod
     def build(self, ctx: BuildContext) -> Iteration:
         """Programs for one (typical) training step."""
@@ -187,6 +203,16 @@ def _ensure_loaded() -> None:
 
 #: every schedule by name; reading it imports the schedule modules first
 SCHEDULES: Registry[type[Schedule]] = Registry("schedule", loader=_ensure_loaded)
+
+
+def scenario_schedules(scenario: Any) -> list[type[Schedule]]:
+    """The distinct schedule classes a scenario uses, in order of first use."""
+    out: list[type[Schedule]] = []
+    for spec in scenario.schedules:
+        cls = get_schedule(spec.name)
+        if cls not in out:
+            out.append(cls)
+    return out
 
 
 def list_schedules() -> list[str]:

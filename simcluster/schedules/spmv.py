@@ -360,6 +360,15 @@ class SpMV(Schedule):
     name = "spmv"
     summary = "model-parallel sparse DNN SGD: row-partitioned SpMV, p2p between layers"
     needs_model = False  # the sparse network comes from the options
+
+    @classmethod
+    def prepare(cls, scenario) -> None:
+        prefetch_partitions(scenario)  # in parallel, before the study asks for them
+
+    @classmethod
+    def tables(cls, scenario, records=None):
+        return table1_tables(scenario, records)
+
     Options = SpMVOptions
 
     def plan(self, ctx: BuildContext, run: RunShape) -> list[Segment]:
