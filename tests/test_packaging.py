@@ -5,7 +5,6 @@ from __future__ import annotations
 import fnmatch
 import subprocess
 import sys
-import tomllib
 import zipfile
 from pathlib import Path
 
@@ -16,6 +15,8 @@ from simcluster import __version__, paths
 from simcluster.cli import main
 from simcluster.devtools import layers
 from simcluster.scenario import load_scenario
+
+tomllib = pytest.importorskip("tomllib")  # Python >= 3.11
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
