@@ -157,3 +157,51 @@ def test_every_error_pickles_unchanged(err: BaseException) -> None:
     assert back.__dict__ == err.__dict__
     if isinstance(err, UserError):
         assert back.exit_code == 2
+
+
+@pytest.mark.parametrize(
+    ("call", "match"),
+    [
+        (lambda n: n.nvlink_mesh_node(4, [(0, 9, 1)]), r"pairs\[0\]: GPU indices .*0\.\.3"),
+        (lambda n: n.nvlink_mesh_node(4, [(0, 1, 1), (1, 0, 2)]), r"pairs\[1\]: pair listed twice"),
+        (lambda n: n.nvlink_mesh_node(4, [(0, 1, 0)]), r"pairs\[0\]: links must be at least 1"),
+        (lambda n: n.pcie_node(0), r"gpus: must be an integer >= 1"),
+        (lambda n: n.nvswitch_node(2.5, 1e9), r"gpus: must be an integer >= 1"),
+        (lambda n: n.cpu_core_node(0), r"cores_per_socket: must be an integer >= 1"),
+    ],
+)
+def test_node_builders_check_their_own_arguments(call, match: str) -> None:
+    from simcluster.topology import nodes
+
+    with pytest.raises(ConfigError, match=match):
+        call(nodes)
+
+
+def test_topology_names_are_checked_against_the_registries() -> None:
+    from simcluster.topology.builders import FABRICS, NODE_BUILDERS
+    from simcluster.topology.spec import spec_from_dict
+
+    assert {"nvlink_full", "nvswitch", "pcie", "cpu_cores"} <= set(NODE_BUILDERS)
+    assert set(FABRICS) == {"single_switch", "fat_tree"}
+    with pytest.raises(UnknownNameError, match=r"t\.yaml: node\.template: .*'nvlink_mesh'"):
+        spec_from_dict({"max_nodes": 1, "node": {"template": "nvlink_mseh", "gpus": 2}}, "t.yaml")
+    with pytest.raises(UnknownNameError, match=r"fabric\.type: unknown fabric .*'fat_tree'"):
+        spec_from_dict(
+            {
+                "max_nodes": 1,
+                "node": {"template": "pcie", "gpus": 2},
+                "fabric": {"type": "fattree"},
+            },
+            "t.yaml",
+        )
+
+
+def test_a_bad_pair_in_a_file_names_the_field() -> None:
+    from simcluster.topology import build_cluster
+
+    data = {
+        "max_nodes": 1,
+        "node": {"template": "nvlink_mesh", "gpus": 4, "nvlink": {"pairs": [[0, 1, 1], [2, 7, 1]]}},
+    }
+    with pytest.raises(ConfigError, match=r"t\.yaml: node\.nvlink\.pairs\[1\]: GPU indices"):
+        build_cluster(data, 1, file="t.yaml")
