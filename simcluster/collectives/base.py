@@ -54,6 +54,9 @@ class CommContext:
     @cached_property
     def inter_node_link(self) -> np.ndarray:
         """Boolean per directed link: does it lie outside every node (NIC/fabric)?"""
+        table = getattr(self.cluster, "inter_node_link", None)
+        if table is not None:  # a Cluster knows it from its link table: no networkx graph
+            return table
         g = self.cluster.graph
         out = np.zeros(self.cluster.num_links, dtype=bool)
         for i, (u, v) in enumerate(self.cluster.link_ends):
@@ -63,6 +66,8 @@ class CommContext:
 
     @cached_property
     def nics_per_node(self) -> int:
+        if hasattr(self.cluster, "nics_per_node"):
+            return max(self.cluster.nics_per_node, 1)
         g = self.cluster.graph
         n = sum(1 for _, a in g.nodes(data=True) if a.get("kind") == "nic" and a.get("node") == 0)
         return max(n, 1)

@@ -137,6 +137,14 @@ class Cluster:
         node = [a["kind"] for _, _, a in self.template.edges for _ in (0, 1)]
         return node * self.num_nodes + [self.fabric.kind] * (2 * self.fabric.num_edges)
 
+    @cached_property
+    def inter_node_link(self) -> np.ndarray:
+        """Boolean per directed link: outside every node (a NIC's fabric port or a switch
+        link)? Node links come first in the table, then the fabric's."""
+        out = np.ones(self.num_links, dtype=bool)
+        out[: 2 * self._node_edges] = False
+        return out
+
     # ---------------------------------------------------------------- routing
     def _check_rank(self, r: int, what: str) -> None:
         if not 0 <= r < self.num_ranks:
