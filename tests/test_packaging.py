@@ -158,3 +158,8 @@ def test_layering_command_runs() -> None:
         [sys.executable, "-m", "simcluster.devtools.layers"], capture_output=True, text=True
     )
     assert out.returncode == 0 and "layers: ok" in out.stdout
+
+
+def test_a_missing_references_folder_is_an_error(tmp_path, capsys) -> None:
+    assert main(["validate", "--references", str(tmp_path / "none"), "--no-plot"]) == 2
+    assert "--references: no such folder" in capsys.readouterr().err

@@ -173,6 +173,8 @@ def load_reference_file(path: str | Path) -> ReferenceFile:
 def load_references(folder: str | Path | None = None) -> list[ReferenceFile]:
     """Every ``*.yaml`` in the references folder, sorted by file name."""
     d = Path(folder) if folder else references_dir()
+    if not d.is_dir():
+        raise ConfigError(None, "--references", str(d), "no such folder of reference files")
     files = [load_reference_file(p) for p in sorted(d.glob("*.yaml"))]
     ids: dict[str, str] = {}
     for f in files:
