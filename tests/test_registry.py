@@ -205,3 +205,21 @@ def test_a_bad_pair_in_a_file_names_the_field() -> None:
     }
     with pytest.raises(ConfigError, match=r"t\.yaml: node\.nvlink\.pairs\[1\]: GPU indices"):
         build_cluster(data, 1, file="t.yaml")
+
+
+def _raise_unknown(name: str) -> None:
+    from simcluster.collectives import ALGORITHMS
+
+    ALGORITHMS["allreduce"].lookup(name, "w.yaml", "schedules[0].options.algorithm")
+
+
+def test_an_error_in_a_worker_process_arrives_unchanged() -> None:
+    from concurrent.futures import ProcessPoolExecutor
+
+    with pytest.raises(UnknownNameError) as here:
+        _raise_unknown("rnig")
+    with ProcessPoolExecutor(max_workers=1) as pool:
+        with pytest.raises(UnknownNameError) as there:
+            pool.submit(_raise_unknown, "rnig").result()
+    assert str(there.value) == str(here.value)
+    assert there.value.suggestions == ["ring"] and there.value.path.endswith("algorithm")
