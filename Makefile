@@ -10,11 +10,11 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
 # torch==2.13.0 first: it is the CPU build that lies on disk on these machines;
-# the project's own range (torch<=2.13.0) then installs nothing more.
+# the [calibrate] extra's range (torch<=2.13.0) then installs nothing more.
 $(STAMP): $(BIN)/python pyproject.toml
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q torch==2.13.0
-	$(BIN)/python -m pip install -q -e '.[test,dev]'
+	$(BIN)/python -m pip install -q -e '.[test,dev,calibrate]'
 	touch $(STAMP)
 
 run: $(STAMP)

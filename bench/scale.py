@@ -22,30 +22,21 @@ import time
 
 def one_case(schedule: str, gpus: int, topology: str, model_name: str, collapse: bool) -> dict:
     """Simulate one step (hsadmm: one outer iteration) and measure the simulator."""
-    from simcluster.collectives import CommContext
-    from simcluster.compute import load_network_profile, load_profile
-    from simcluster.engine import Engine
-    from simcluster.schedules import BuildContext, RunShape, get_schedule
-    from simcluster.study import comm_estimator, simulate_iteration
-    from simcluster.topology import load_topology
+    from simcluster.compute import load_profile
+    from simcluster.schedules import RunShape, get_schedule
+    from simcluster.simulation import Simulation
+    from simcluster.study import simulate_iteration
 
     t0 = time.perf_counter()
-    probe = load_topology(topology, num_nodes=1)
-    cluster = load_topology(topology, num_nodes=-(-gpus // probe.ranks_per_node))
-    netp = load_network_profile("nccl-spec")
-    ctx = CommContext(cluster, netp.per_message_overhead_s, netp.link_efficiency)
-    engine = Engine(ctx)
+    spmv = schedule == "spmv"
+    sim = Simulation.for_topology(topology, gpus, "mpi-spec" if spmv else "nccl-spec")
+    engine = sim.engine
     model = _model(model_name)
-    profile = load_profile("v100-sxm2-32gb")
+    profile = load_profile("haswell-e5-2630v3-core" if spmv else "v100-sxm2-32gb")
     cls = get_schedule(schedule)
-    sched = cls(cls.Options(**SPMV_OPTIONS)) if schedule == "spmv" else cls()
-    if schedule == "spmv":
-        profile = load_profile("haswell-e5-2630v3-core")
-        netp = load_network_profile("mpi-spec")
-        ctx = CommContext(cluster, netp.per_message_overhead_s, netp.link_efficiency)
-        engine = Engine(ctx)
-    batch = 1 if schedule == "spmv" else 128
-    bctx = BuildContext(cluster, gpus, model, profile, batch, "fp32", 1, 0, comm_estimator(engine))
+    sched = cls(cls.Options(**SPMV_OPTIONS)) if spmv else cls()
+    batch = 1 if spmv else 128
+    bctx = sim.build_context(gpus, model, profile, batch)
     if schedule == "hsadmm":
         # one outer iteration: E local epochs of one step each here, then the consensus
         local = sched.options.local_epochs

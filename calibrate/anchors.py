@@ -36,8 +36,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from calibrate.layers import CALIBRATION_PRECISIONS, amp_context, math_mode
-from calibrate.timing import Timer
+from .layers import CALIBRATION_PRECISIONS, amp_context, math_mode
+from .timing import Timer
 
 __all__ = ["CASES", "bert_encoder", "time_step", "main"]
 
@@ -82,7 +82,7 @@ def _step_fn(
     model_name: str, size: int, batch: int, device: torch.device, precision: str
 ) -> Callable[[], None]:
     if model_name == "resnet50":
-        from calibrate.models import torch_model
+        from .models import torch_model
 
         module = torch_model("resnet50", 1000).to(device).train()
         x = torch.randn(batch, 3, size, size, device=device)

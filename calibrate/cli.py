@@ -154,9 +154,9 @@ def cmd_measure(args: argparse.Namespace) -> int:
     if net_out is not None:
         _check_writable(net_out, args.force, "--network-out")
     device = _device(args.device)
-    from calibrate import collectives as C
-    from calibrate.layers import CALIBRATION_PRECISIONS
-    from calibrate.runner import guess_spec, make_plan, parse_models
+    from . import collectives as C
+    from .layers import CALIBRATION_PRECISIONS
+    from .runner import guess_spec, make_plan, parse_models
 
     mode = "tiny" if args.tiny else "quick" if args.quick else "full"
     precisions = ("fp32", "amp") if device.type == "cuda" else ("fp32",)
@@ -182,7 +182,7 @@ def cmd_measure(args: argparse.Namespace) -> int:
     check = args.check or ("none" if mode == "tiny" else "resnet18-cifar:32")
     if check.strip().lower() != "none":
         plan.checks = parse_models(check, 32)
-        from calibrate.models import torch_model
+        from .models import torch_model
 
         for w in plan.checks:
             try:
@@ -195,7 +195,7 @@ def cmd_measure(args: argparse.Namespace) -> int:
         ["device", "out", "network_out", "no_network", "quick", "tiny", "models", "batch",
          "precisions", "check", "threads", "clock", "rounds", "spec", "name", "force"],
     )  # fmt: skip
-    from calibrate.runner import busy_warning, calibrate
+    from .runner import busy_warning, calibrate
 
     warning = busy_warning()
     if warning:
@@ -312,14 +312,14 @@ def cmd_check(args: argparse.Namespace) -> int:
     model = build_model(model_name)
     device = _device(args.device)
     threads = _threads(args, device)
-    from calibrate.models import simulated_time, time_model, torch_model
-    from calibrate.timing import Timer
+    from .models import simulated_time, time_model, torch_model
+    from .timing import Timer
 
     try:
         module = torch_model(model_name)
     except ValueError as exc:
         raise ConfigError(None, "--model", model_name, str(exc)) from None
-    from calibrate.runner import busy_warning
+    from .runner import busy_warning
 
     warning = busy_warning()
     if warning:

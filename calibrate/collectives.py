@@ -128,7 +128,7 @@ def _estimate(rounds: list[list[float]]) -> float:
 
 def fit_sweep(raw: dict[str, dict[int, list[list[float]]]], world: int) -> dict:
     """Per-op ``alpha + n * beta`` fits (relative errors) plus the samples."""
-    from calibrate.fit import fit_alpha_beta
+    from .fit import fit_alpha_beta
 
     out = {}
     bus = {"allreduce": 2 * (world - 1) / world, "allgather": world - 1, "broadcast": 1.0}
@@ -243,12 +243,14 @@ def run_local(
     environment variables), sweep, return rank 0's raw samples (seconds)."""
     import subprocess
 
-    root = str(Path(__file__).resolve().parents[1])
+    # run this very module (calibrate.collectives in a checkout, simcluster.calibrate.collectives
+    # installed) with the folder that holds its top-level package on the path
+    root = str(Path(__file__).resolve().parents[__name__.count(".")])
     port = _free_port()
     with tempfile.TemporaryDirectory() as tmp:
         raw_out = Path(tmp) / "sweep.json"
         cmd = [
-            sys.executable, "-m", "calibrate.collectives", "--raw-out", str(raw_out),
+            sys.executable, "-m", __name__, "--raw-out", str(raw_out),
             "--backend", backend, "--sizes", ",".join(map(str, sizes)),
             "--ops", ",".join(ops), "--rounds", str(rounds), "--reps", str(reps),
             "--threads", str(threads),

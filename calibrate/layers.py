@@ -32,7 +32,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from calibrate.timing import Measurement, Timer
+from .timing import Measurement, Timer
 
 __all__ = [
     "LayerBench",

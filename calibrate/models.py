@@ -13,8 +13,8 @@ import statistics
 import torch
 import torch.nn as nn
 
-from calibrate.layers import amp_context, math_mode
-from calibrate.timing import Timer
+from .layers import amp_context, math_mode
+from .timing import Timer
 
 __all__ = ["torch_model", "time_model", "simulated_time"]
 

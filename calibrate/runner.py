@@ -28,10 +28,6 @@ from typing import Any
 
 import torch
 
-from calibrate import kernels as K
-from calibrate.fit import fit_cost_model
-from calibrate.layers import layer_key, math_mode, time_layer
-from calibrate.timing import Measurement, Timer
 from simcluster.compute.measured import (
     COMPUTE_FEATURES,
     KERNEL_FEATURES,
@@ -44,6 +40,11 @@ from simcluster.compute.measured import (
 )
 from simcluster.compute.profile import SPARSIFY_METHODS
 from simcluster.errors import ConfigError
+
+from . import kernels as K
+from .fit import fit_cost_model
+from .layers import layer_key, math_mode, time_layer
+from .timing import Measurement, Timer
 
 __all__ = ["Workload", "Plan", "make_plan", "parse_models", "Item", "calibrate", "cpu_model"]
 
@@ -455,8 +456,9 @@ def busy_warning() -> str | None:
 
 def _check_items(plan: Plan, device: torch.device) -> list[Item]:
     """Forward + backward of whole torch models (``calibrate.models``), one item each."""
-    from calibrate.models import torch_model
     from simcluster.workload import build_model
+
+    from .models import torch_model
 
     items = []
     for w in plan.checks:
@@ -481,9 +483,10 @@ def _check_items(plan: Plan, device: torch.device) -> list[Item]:
 
 def _checks(items: list[Item], results, profile_data: dict) -> list[dict]:
     """Simulated (sum of the fitted layer times) vs measured whole-model seconds."""
-    from calibrate.models import simulated_time
     from simcluster.compute.measured import MeasuredProfile
     from simcluster.workload import build_model
+
+    from .models import simulated_time
 
     prof = MeasuredProfile.from_data(profile_data)
     out = []

@@ -29,8 +29,9 @@ PASSES = ("fwd", "bwd_input", "bwd_weight")
 
 
 def _layers(label: str) -> dict[str, Any]:
-    from calibrate.runner import _workload_from_label, synthetic_layers
     from simcluster.workload import build_model
+
+    from .runner import _workload_from_label, synthetic_layers
 
     w = _workload_from_label(label)
     layers = (

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 from simcluster.errors import UserError
+from simcluster.paths import TOPOLOGIES_ENV
 
 __all__ = ["main", "build_parser"]
 
@@ -41,9 +43,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.network_model:
         sc = sc.model_copy(update={"network_model": args.network_model})
     from simcluster.report import format_table
-    from simcluster.schedules.spmv import prefetch_partitions, table1_tables
+    from simcluster.schedules import scenario_schedules
 
-    prefetch_partitions(sc)  # sparse-DNN partitions, in parallel (no-op without spmv)
+    for cls in scenario_schedules(sc):
+        cls.prepare(sc)  # e.g. sparse-DNN partitions, in parallel
     result = run_scenario(sc, progress=ProgressBar())
     payload = result.to_json()
     out = Path(args.out or sc.output or Path("results") / sc.name)
@@ -68,7 +71,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         f"{sc.workload.precision}, topology {sc.topology}, {sc.study.kind} scaling\n"
     )
     print(scaling_table(result.records))
-    for title, headers, rows in table1_tables(sc, result.records):
+    tables = [t for cls in scenario_schedules(sc) for t in cls.tables(sc, result.records)]
+    for title, headers, rows in tables:
         print(f"{title}\n{format_table(headers, rows)}\n")
     segments = segment_table(result.records)
     if segments:
@@ -85,11 +89,13 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_spmv_table(args: argparse.Namespace) -> int:
     from simcluster.report import format_table
     from simcluster.scenario import load_scenario
-    from simcluster.schedules.spmv import prefetch_partitions, table1_tables
+    from simcluster.schedules import scenario_schedules
 
     sc = load_scenario(args.scenario)
-    prefetch_partitions(sc)
-    tables = table1_tables(sc)
+    tables = []
+    for cls in scenario_schedules(sc):
+        cls.prepare(sc)
+        tables += cls.tables(sc)
     if not tables:
         raise UserError(f"{args.scenario}: no spmv schedule in this scenario")
     for title, headers, rows in tables:
@@ -112,6 +118,7 @@ def cmd_topo(args: argparse.Namespace) -> int:
 
 def cmd_list(args: argparse.Namespace) -> int:
     from simcluster.compute import list_network_profiles, list_profiles
+    from simcluster.paths import list_scenarios
     from simcluster.schedules import SCHEDULES, list_schedules
     from simcluster.topology import list_topologies
     from simcluster.workload import MODELS, list_models
@@ -125,20 +132,31 @@ def cmd_list(args: argparse.Namespace) -> int:
     print("schedules:")
     for s in list_schedules():
         print(f"  {s:<18} {SCHEDULES[s].summary}")
+    print("scenarios:\n  " + ", ".join(list_scenarios()))
     return 0
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
-    # calibrate/ is a top-level folder of the checkout (it needs torch), not an installed
-    # package: put the checkout on the path the way `python -m calibrate...` would.
-    from simcluster.paths import project_root
+    # Installed, calibration is the subpackage simcluster.calibrate (torch: the
+    # [calibrate] extra); in a checkout it is the top-level folder calibrate/.
+    try:
+        from simcluster.calibrate.cli import run
+    except ModuleNotFoundError as exc:
+        if exc.name not in ("simcluster.calibrate", "simcluster.calibrate.cli"):
+            raise
+        from simcluster.paths import project_root
 
-    root = str(project_root())
-    if root not in sys.path:
-        sys.path.insert(0, root)
-    from calibrate.cli import run
+        root = str(project_root())
+        if root not in sys.path:
+            sys.path.insert(0, root)
+        from calibrate.cli import run
 
-    return run(args)
+    try:
+        return run(args)
+    except ModuleNotFoundError as exc:
+        if exc.name == "torch":
+            raise UserError("calibrate needs torch: pip install 'simcluster[calibrate]'") from None
+        raise
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
@@ -159,9 +177,19 @@ def build_parser() -> argparse.ArgumentParser:
         description="Discrete-event cluster simulator for "
         "distributed training schedules, with real-kernel calibration.",
     )
+    from simcluster import __version__
+
+    p.add_argument("--version", action="version", version=f"simcluster {__version__}")
+    p.add_argument(
+        "--topologies",
+        metavar="DIR",
+        action="append",
+        default=[],
+        help=f"also look for topologies by name in DIR (repeatable; or ${TOPOLOGIES_ENV})",
+    )
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
     r = sub.add_parser("run", help="simulate a scenario's study")
-    r.add_argument("scenario", help="scenario YAML file")
+    r.add_argument("scenario", help="scenario YAML file, or a shipped scenario's name")
     r.add_argument("--json", action="store_true", help="print the records as JSON on stdout")
     r.add_argument("--out", help="results folder (default results/<scenario name>)")
     r.add_argument(
@@ -245,6 +273,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.topologies:  # an environment variable, so worker processes search them too
+        extra = [str(Path(d).resolve()) for d in args.topologies]
+        old = os.environ.get(TOPOLOGIES_ENV)
+        os.environ[TOPOLOGIES_ENV] = os.pathsep.join([*extra, *([old] if old else [])])
     try:
         return int(args.func(args) or 0)
     except UserError as exc:

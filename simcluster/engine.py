@@ -17,13 +17,14 @@ from typing import NamedTuple
 import simpy
 
 from simcluster.collectives import CollectiveCall, CommContext, lower
+from simcluster.errors import SimclusterError
 from simcluster.network import make_network
 from simcluster.program import Op, ProgramError, RankClass
 
 __all__ = ["Engine", "Span", "Trace", "SimulationError"]
 
 
-class SimulationError(RuntimeError):
+class SimulationError(SimclusterError, RuntimeError):
     """The programs cannot finish (a collective some class never reaches)."""
 
 

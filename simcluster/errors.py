@@ -1,8 +1,12 @@
-"""Typed errors for bad user input.
+"""Typed errors: one root class for the package, bad user input below it.
 
+Every error simcluster raises on purpose derives from :class:`SimclusterError`.
 Every error a user can cause by what they wrote (a scenario, a topology file, a
 profile, a command-line value) is a :class:`UserError`. The CLI catches it,
 prints ``str(err)`` and exits with code 2; no traceback reaches the user.
+
+Each of them pickles and unpickles unchanged (same type, message and
+attributes), so a process pool or a Dask worker reports the same clean line.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 __all__ = [
+    "SimclusterError",
     "UserError",
     "ConfigError",
     "UnknownNameError",
@@ -39,7 +44,27 @@ def format_path(loc: Sequence[Any]) -> str:
     return out or "<root>"
 
 
-class UserError(Exception):
+def _rebuild(cls: type[BaseException], args: tuple[Any, ...], state: dict[str, Any]):
+    """Unpickle an error without calling its ``__init__`` (whose signature may differ)."""
+    err = cls.__new__(cls, *args)
+    BaseException.__init__(err, *args)
+    err.__dict__.update(state)
+    return err
+
+
+class SimclusterError(Exception):
+    """Root of every error simcluster raises on purpose.
+
+    Pickling keeps the type, ``args`` and every attribute, whatever the
+    subclass's ``__init__`` takes (exceptions pickle by re-calling the class
+    with ``args`` otherwise, which breaks on keyword-only constructors).
+    """
+
+    def __reduce__(self):
+        return (_rebuild, (type(self), self.args, dict(self.__dict__)))
+
+
+class UserError(SimclusterError):
     """Bad input from the user: reported without a traceback, exit code 2."""
 
     exit_code = 2

@@ -1,15 +1,49 @@
-"""Where the project's data folders are (topologies, profiles, scenarios)."""
+"""Where the project's data folders are (topologies, profiles, scenarios, references).
+
+In a checkout they are the top-level folders ``topologies/``, ``scenarios/`` and
+``calibrate/profiles/``. Installed from a wheel, the same folders are package
+data inside ``simcluster/`` (``simcluster/topologies``, ``simcluster/scenarios``,
+``simcluster/calibrate/profiles``; see ``pyproject.toml``). :func:`project_root`
+returns whichever of the two holds them, so every path below is the same
+relative path in both.
+
+User folders extend the topology and scenario search: ``SIMCLUSTER_TOPOLOGIES``
+and ``SIMCLUSTER_SCENARIOS`` (folders separated by ``os.pathsep``; the CLI's
+``--topologies DIR`` adds to the first) are searched before the shipped ones.
+"""
 
 from __future__ import annotations
 
+import os
+from importlib import resources
 from pathlib import Path
 
-__all__ = ["project_root", "profiles_dir", "network_profiles_dir", "topologies_dir"]
+__all__ = [
+    "project_root",
+    "profiles_dir",
+    "network_profiles_dir",
+    "topologies_dir",
+    "topology_dirs",
+    "scenarios_dir",
+    "scenario_dirs",
+    "references_dir",
+    "find_scenario",
+    "list_scenarios",
+    "TOPOLOGIES_ENV",
+    "SCENARIOS_ENV",
+]
+
+TOPOLOGIES_ENV = "SIMCLUSTER_TOPOLOGIES"
+SCENARIOS_ENV = "SIMCLUSTER_SCENARIOS"
 
 
 def project_root() -> Path:
-    """The checkout that holds ``simcluster/``, ``topologies/`` and ``calibrate/``."""
-    return Path(__file__).resolve().parents[1]
+    """The folder that holds ``topologies/``, ``scenarios/`` and ``calibrate/profiles``:
+    the installed package itself, else the checkout around it."""
+    package = Path(str(resources.files("simcluster")))
+    if (package / "topologies").is_dir():
+        return package
+    return package.resolve().parent
 
 
 def profiles_dir() -> Path:
@@ -21,4 +55,48 @@ def network_profiles_dir() -> Path:
 
 
 def topologies_dir() -> Path:
+    """The shipped topologies."""
     return project_root() / "topologies"
+
+
+def scenarios_dir() -> Path:
+    """The shipped scenarios."""
+    return project_root() / "scenarios"
+
+
+def references_dir() -> Path:
+    """The shipped reference cases (``scenarios/references``)."""
+    return scenarios_dir() / "references"
+
+
+def _user_dirs(env: str) -> list[Path]:
+    return [Path(d) for d in os.environ.get(env, "").split(os.pathsep) if d]
+
+
+def topology_dirs() -> list[Path]:
+    """Folders searched for a topology by name: the user's first, then the shipped one."""
+    return [*_user_dirs(TOPOLOGIES_ENV), topologies_dir()]
+
+
+def scenario_dirs() -> list[Path]:
+    """Folders searched for a scenario by name: the user's, ``./scenarios``, the shipped."""
+    return [*_user_dirs(SCENARIOS_ENV), Path("scenarios"), scenarios_dir()]
+
+
+def list_scenarios() -> list[str]:
+    """Names of the scenarios found on the search path (shipped ones included)."""
+    return sorted({p.stem for d in scenario_dirs() if d.is_dir() for p in d.glob("*.yaml")})
+
+
+def find_scenario(name_or_path: str | Path) -> Path:
+    """A scenario file: the path as given when it exists, else ``<name>.yaml`` on the
+    search path (so ``simcluster run puhti64`` works from any folder). Returns the
+    given path unchanged when nothing matches (the loader then reports it)."""
+    p = Path(name_or_path)
+    if p.exists() or p.suffix in (".yaml", ".yml") or len(p.parts) != 1:
+        return p
+    for d in scenario_dirs():
+        hit = d / f"{p.name}.yaml"
+        if hit.is_file():
+            return hit
+    return p

@@ -18,9 +18,11 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from simcluster.collectives.base import CollectiveCall
+from simcluster.errors import SimclusterError
 
 __all__ = [
+    "OPS",
+    "CollectiveCall",
     "Op",
     "RankClass",
     "ProgramError",
@@ -31,11 +33,51 @@ __all__ = [
     "perturb",
 ]
 
+#: Collective operations and what ``nbytes`` means for each.
+OPS = {
+    "allreduce": "buffer bytes on every rank",
+    "allgather": "bytes each rank contributes (output is group size x nbytes)",
+    "reduce_scatter": "input buffer bytes on every rank",
+    "broadcast": "buffer bytes",
+    "reduce": "buffer bytes",
+    "p2p": "bytes from groups[i][0] to groups[i][1]",
+}
+
+
+@dataclass(frozen=True)
+class CollectiveCall:
+    """One collective launched on every group of ``groups`` at once.
+
+    Like torch.distributed: each rank calls the op on its own group (its node's
+    intra-node group, say); every group runs the same op concurrently.
+    groups: tuple of rank tuples; ranks within a group in ring order.
+    nbytes: see :data:`OPS`.
+    algorithm: name in the algorithm registry, or ``auto``.
+    root: index within each group of the root (broadcast, reduce).
+    """
+
+    op: str
+    groups: tuple[tuple[int, ...], ...]
+    nbytes: float
+    algorithm: str = "auto"
+    root: int = 0
+
+    def __post_init__(self) -> None:
+        if self.op not in OPS:
+            raise ValueError(f"unknown collective op {self.op!r}; known: {sorted(OPS)}")
+        if self.nbytes < 0:
+            raise ValueError(f"nbytes must be >= 0, got {self.nbytes}")
+
+    @property
+    def ranks(self) -> tuple[int, ...]:
+        return tuple(r for g in self.groups for r in g)
+
+
 #: compute kernels, collectives, device-to-host copies, host-to-device copies, CPU threads
 STREAMS = ("compute", "comm", "copy", "h2d", "cpu")
 
 
-class ProgramError(ValueError):
+class ProgramError(SimclusterError, ValueError):
     """A program that cannot run: unknown dependency, cycle, bad stream."""
 
 

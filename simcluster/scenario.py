@@ -9,12 +9,13 @@ value, what is allowed and, for near misses, what was probably meant.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import Field, ValidationError
 
 from simcluster.errors import ConfigError, UserError
+from simcluster.registry import Registered
 from simcluster.schema import StrictModel, pydantic_to_config_error
 
 __all__ = [
@@ -83,7 +84,7 @@ class Scenario(StrictModel):
     topology: str
     profile: str
     network_profile: str = "nccl-spec"
-    network_model: Literal["maxmin", "closed-form"] = "maxmin"
+    network_model: Annotated[str, Registered("network model")] = "maxmin"
     workload: Workload
     schedules: list[ScheduleSpec] = Field(min_length=1)
     study: Study
@@ -120,6 +121,7 @@ def parse_scenario(data: Any, file: str | None = None) -> Scenario:
         raise ConfigError(
             file, "source", data["source"], "unknown key", sorted(Scenario.model_fields)
         )
+    data = _relative_to_file(data, file)
     try:
         sc = Scenario.model_validate({**data, "source": file})
     except ValidationError as exc:
@@ -129,18 +131,47 @@ def parse_scenario(data: Any, file: str | None = None) -> Scenario:
 
 
 def load_scenario(path: str | Path) -> Scenario:
-    """Read and validate a scenario YAML file."""
-    p = Path(path)
+    """Read and validate a scenario YAML file, or a shipped / user scenario by name
+    (``puhti64``; see :func:`simcluster.paths.find_scenario`)."""
+    from simcluster.paths import find_scenario
+
+    p = find_scenario(path)
     return parse_scenario(_read_yaml(p), str(p))
 
 
+#: fields whose value may be a file path (else a shipped name)
+_FILE_FIELDS = {"topology": (".yaml", ".yml"), "profile": (".json",), "network_profile": (".json",)}
+
+
+def _relative_to_file(data: dict[str, Any], file: str | None) -> dict[str, Any]:
+    """Relative file paths in the scenario, resolved against the scenario's folder.
+
+    A path that exists beside the scenario file is rewritten to it; anything else
+    (a name, an absolute path, a path only found from the working folder) is kept.
+    """
+    if not file:
+        return data
+    folder = Path(file).parent
+    out = dict(data)
+    for key, suffixes in _FILE_FIELDS.items():
+        value = data.get(key)
+        if isinstance(value, str) and value.endswith(suffixes) and not Path(value).is_absolute():
+            beside = folder / value
+            if beside.is_file():
+                out[key] = str(beside)
+    return out
+
+
 def _check_names(sc: Scenario, file: str | None) -> None:
+    from simcluster.collectives import ALGORITHMS  # noqa: F401  (fills the algorithm registries)
     from simcluster.compute import (
         list_network_profiles,
         list_profiles,
         load_network_profile,
         load_profile,
     )
+    from simcluster.network import BACKENDS  # noqa: F401  (fills the network-model registry)
+    from simcluster.registry import check_registered
     from simcluster.schedules import get_schedule
     from simcluster.topology import list_topologies, load_topology
     from simcluster.workload import build_model, list_models
@@ -150,6 +181,7 @@ def _check_names(sc: Scenario, file: str | None) -> None:
 
         return UnknownNameError(kind, value, known, file=file, path=path)
 
+    check_registered(Scenario, {"network_model": sc.network_model}, file, "")
     w = sc.workload
     if w.model is not None and w.model not in list_models():
         raise unknown("model", "workload.model", w.model, list_models())
@@ -192,6 +224,8 @@ def _check_names(sc: Scenario, file: str | None) -> None:
             raise pydantic_to_config_error(
                 exc, file, cls.Options, ("schedules", i, "options")
             ) from None
+        # option fields that name a registered thing (an algorithm): known names only
+        check_registered(cls.Options, spec.options, file, f"schedules[{i}].options")
         if w.model is None and cls.needs_model:
             raise ConfigError(
                 file,

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from simcluster.collectives import CommContext, estimate_phases
+from simcluster.collectives import estimate_phases
 from simcluster.compute import load_network_profile, load_profile
 from simcluster.engine import Engine, Trace
 from simcluster.program import RankClass, expand, perturb
@@ -32,7 +32,7 @@ from simcluster.scenario import (
     resolved_num_classes,
 )
 from simcluster.schedules import BuildContext, RunShape, get_schedule
-from simcluster.topology import load_topology
+from simcluster.simulation import Simulation
 from simcluster.workload import build_model
 
 __all__ = [
@@ -181,7 +181,6 @@ def run_scenario(
     profile = load_profile(sc.profile)
     netp = load_network_profile(sc.network_profile)
     base_dataset = resolved_dataset_size(w)
-    per_node = load_topology(sc.topology, num_nodes=1).ranks_per_node
     records: list[dict[str, Any]] = []
     traces: dict[str, Trace] = {}
     clusters: dict[int, Any] = {}
@@ -195,26 +194,15 @@ def run_scenario(
         for gpus in sc.study.gpus:
             if progress:
                 progress(done, total, f"{spec.display} @ {gpus} GPUs")
-            nodes = math.ceil(gpus / per_node)
-            if nodes not in clusters:
-                clusters[nodes] = load_topology(sc.topology, num_nodes=nodes)
-            cluster = clusters[nodes]
-            ctx = CommContext(cluster, netp.per_message_overhead_s, netp.link_efficiency)
-            engine = Engine(ctx, sc.network_model)
+            sim = Simulation.for_scenario(sc, gpus, clusters, netp)
+            engine = sim.engine
+            nodes = sim.cluster.num_nodes
             dataset = (
                 base_dataset * gpus // sc.study.gpus[0] if sc.study.kind == "weak" else base_dataset
             )
             steps, last = epoch_plan(dataset, gpus, w.batch_per_gpu, w.grad_accumulation)
-            bctx = BuildContext(
-                cluster,
-                gpus,
-                model,
-                profile,
-                w.batch_per_gpu,
-                w.precision,
-                w.grad_accumulation,
-                sc.seed,
-                comm_estimator(engine),
+            bctx = sim.build_context(
+                gpus, model, profile, w.batch_per_gpu, w.precision, w.grad_accumulation, sc.seed
             )
             run = RunShape(steps, math.ceil(last / w.grad_accumulation), w.epochs)
             metrics, seg_traces = simulate_plan(
@@ -254,7 +242,8 @@ def run_scenario(
 
 
 def comm_estimator(engine: Engine):
-    """Seconds a collective would take alone on the engine's cluster (static max-min)."""
+    """Seconds a collective would take alone on the engine's cluster (static max-min);
+    :meth:`simcluster.simulation.Simulation.estimate` for a set-up simulation."""
 
     def estimate(call) -> float:
         return estimate_phases(engine.ctx, engine.lowered(call)[1])

@@ -81,11 +81,11 @@ def test_measured_h100_profile_orders_its_precisions():
         assert step(fast) < 0.6 * fp32, fast
 
 
-# --- fitting one cluster constant to one case (calibrate/fit_case.py) ---------------
+# --- fitting one cluster constant to one case (simcluster/validation/fit.py) ---------------
 
 
 def test_bisect_log_finds_the_root_of_a_monotone_function():
-    from calibrate.fit_case import bisect_log
+    from simcluster.validation.fit import bisect_log
 
     x, v = bisect_log(lambda e: 0.5 / e, 0.001, 1.0, 13.4, rtol=1e-6, max_steps=80)
     assert v == pytest.approx(13.4, rel=1e-6)
@@ -93,7 +93,7 @@ def test_bisect_log_finds_the_root_of_a_monotone_function():
 
 
 def test_bisect_log_refuses_a_bracket_that_misses_the_target():
-    from calibrate.fit_case import bisect_log
+    from simcluster.validation.fit import bisect_log
     from simcluster.errors import UserError
 
     with pytest.raises(UserError, match="does not straddle"):
@@ -101,7 +101,7 @@ def test_bisect_log_refuses_a_bracket_that_misses_the_target():
 
 
 def test_fit_case_names_an_unknown_case(tmp_path, capsys):
-    from calibrate.fit_case import main as fit_main
+    from simcluster.validation.fit import main as fit_main
 
     code = fit_main(
         [

@@ -478,3 +478,18 @@ def test_array_routes_reject_bad_ranks():
     c = load_topology("dgx1-v100", 2)
     with pytest.raises(IndexError, match="destination rank 99"):
         c.routes(np.array([0, 1]), np.array([1, 99]))
+
+
+@pytest.mark.parametrize("name", list_topologies())
+def test_inter_node_links_from_the_table_match_the_graph(name: str) -> None:
+    c = load_topology(name, min(2, load_topology(name, 1).max_nodes))
+    g = c.graph
+    want = [
+        g.nodes[u].get("node") is None
+        or g.nodes[v].get("node") is None
+        or g.nodes[u]["node"] != g.nodes[v]["node"]
+        for u, v in c.link_ends
+    ]
+    assert c.inter_node_link.tolist() == want
+    nics = sum(1 for _, a in g.nodes(data=True) if a.get("kind") == "nic" and a.get("node") == 0)
+    assert c.nics_per_node == nics

@@ -33,6 +33,6 @@ __all__ = ["main"]
 
 
 def main(argv=None) -> int:
-    from calibrate.live.run import main as _main
+    from .run import main as _main
 
     return _main(argv)

@@ -19,7 +19,7 @@ import torch
 import torch.distributed as dist
 import torch.nn as nn
 
-from calibrate.live.model import MODELS
+from .model import MODELS
 
 __all__ = ["main", "PATTERNS", "Recorder"]
 

@@ -13,55 +13,16 @@ Sizes are bytes, times seconds, bandwidths bytes/s.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import cached_property
 
 import numpy as np
 
 from simcluster.network.flow import FlowBatch, FlowSpec
+from simcluster.program import OPS, CollectiveCall  # the op vocabulary lives with the programs
 
 __all__ = ["CollectiveCall", "CommContext", "Phase", "OPS"]
 
 Phase = list[FlowSpec]
-
-#: Collective operations and what ``nbytes`` means for each.
-OPS = {
-    "allreduce": "buffer bytes on every rank",
-    "allgather": "bytes each rank contributes (output is group size x nbytes)",
-    "reduce_scatter": "input buffer bytes on every rank",
-    "broadcast": "buffer bytes",
-    "reduce": "buffer bytes",
-    "p2p": "bytes from groups[i][0] to groups[i][1]",
-}
-
-
-@dataclass(frozen=True)
-class CollectiveCall:
-    """One collective launched on every group of ``groups`` at once.
-
-    Like torch.distributed: each rank calls the op on its own group (its node's
-    intra-node group, say); every group runs the same op concurrently.
-    groups: tuple of rank tuples; ranks within a group in ring order.
-    nbytes: see :data:`OPS`.
-    algorithm: name in the algorithm registry, or ``auto``.
-    root: index within each group of the root (broadcast, reduce).
-    """
-
-    op: str
-    groups: tuple[tuple[int, ...], ...]
-    nbytes: float
-    algorithm: str = "auto"
-    root: int = 0
-
-    def __post_init__(self) -> None:
-        if self.op not in OPS:
-            raise ValueError(f"unknown collective op {self.op!r}; known: {sorted(OPS)}")
-        if self.nbytes < 0:
-            raise ValueError(f"nbytes must be >= 0, got {self.nbytes}")
-
-    @property
-    def ranks(self) -> tuple[int, ...]:
-        return tuple(r for g in self.groups for r in g)
 
 
 class CommContext:
@@ -93,6 +54,9 @@ class CommContext:
     @cached_property
     def inter_node_link(self) -> np.ndarray:
         """Boolean per directed link: does it lie outside every node (NIC/fabric)?"""
+        table = getattr(self.cluster, "inter_node_link", None)
+        if table is not None:  # a Cluster knows it from its link table: no networkx graph
+            return table
         g = self.cluster.graph
         out = np.zeros(self.cluster.num_links, dtype=bool)
         for i, (u, v) in enumerate(self.cluster.link_ends):
@@ -102,6 +66,8 @@ class CommContext:
 
     @cached_property
     def nics_per_node(self) -> int:
+        if hasattr(self.cluster, "nics_per_node"):
+            return max(self.cluster.nics_per_node, 1)
         g = self.cluster.graph
         n = sum(1 for _, a in g.nodes(data=True) if a.get("kind") == "nic" and a.get("node") == 0)
         return max(n, 1)

@@ -18,26 +18,39 @@ import numpy as np
 
 from simcluster.collectives import chain, halving_doubling, hierarchical, leader, p2p, ring, tree
 from simcluster.collectives.base import CollectiveCall, CommContext, Phase
-from simcluster.errors import UnknownNameError
 from simcluster.network.flow import FlowBatch
+from simcluster.registry import Registry
 
 __all__ = ["ALGORITHMS", "AUTO_CANDIDATES", "lower", "estimate_phases", "algorithms_for"]
 
 Lowering = Callable[[CommContext, CollectiveCall, tuple[int, ...]], list[Phase]]
 
-ALGORITHMS: dict[str, dict[str, Lowering]] = {
-    "allreduce": {
-        "ring": ring.allreduce,
-        "tree": tree.allreduce,
-        "hierarchical": hierarchical.allreduce,
-        "leader": leader.allreduce,
-        "halving-doubling": halving_doubling.allreduce,
-    },
-    "allgather": {"ring": ring.allgather},
-    "reduce_scatter": {"ring": ring.reduce_scatter},
-    "broadcast": {"chain": chain.broadcast},
-    "reduce": {"chain": chain.reduce},
-    "p2p": {"direct": p2p.send},
+
+def _algorithms(op: str, table: dict[str, Lowering]) -> Registry[Lowering]:
+    reg: Registry[Lowering] = Registry(f"{op} algorithm")
+    for name, fn in table.items():
+        reg.add(name, fn)
+    return reg
+
+
+#: op -> its algorithms by name (each a :class:`simcluster.registry.Registry` whose kind
+#: is ``"<op> algorithm"``, so schedule options can name it with ``Registered``)
+ALGORITHMS: dict[str, Registry[Lowering]] = {
+    "allreduce": _algorithms(
+        "allreduce",
+        {
+            "ring": ring.allreduce,
+            "tree": tree.allreduce,
+            "hierarchical": hierarchical.allreduce,
+            "leader": leader.allreduce,
+            "halving-doubling": halving_doubling.allreduce,
+        },
+    ),
+    "allgather": _algorithms("allgather", {"ring": ring.allgather}),
+    "reduce_scatter": _algorithms("reduce_scatter", {"ring": ring.reduce_scatter}),
+    "broadcast": _algorithms("broadcast", {"chain": chain.broadcast}),
+    "reduce": _algorithms("reduce", {"chain": chain.reduce}),
+    "p2p": _algorithms("p2p", {"direct": p2p.send}),
 }
 
 #: Lowerings that build every group's flows as arrays in one call (many groups).
@@ -101,8 +114,7 @@ def lower(ctx: CommContext, call: CollectiveCall) -> tuple[str, list[FlowBatch]]
     """(algorithm used, phases as flow batches) for ``call``."""
     table = ALGORITHMS[call.op]
     if call.algorithm != "auto":
-        if call.algorithm not in table:
-            raise UnknownNameError(f"{call.op} algorithm", call.algorithm, list(table))
+        table.lookup(call.algorithm)  # unknown name: UnknownNameError
         return call.algorithm, _lower_with(ctx, call, call.algorithm)
     candidates = AUTO_CANDIDATES.get(call.op, (next(iter(table)),))
     if len(candidates) == 1 or all(len(g) <= 2 for g in call.groups):

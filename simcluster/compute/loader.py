@@ -9,6 +9,7 @@ profiles, ``calibrate/profiles/network/*.json``).
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -16,9 +17,11 @@ from typing import Any
 from simcluster.compute.profile import DeviceProfile, SpecProfile
 from simcluster.errors import ConfigError, UnknownNameError
 from simcluster.paths import network_profiles_dir, profiles_dir
+from simcluster.registry import Registry
 
 __all__ = [
     "SCHEMA_VERSION",
+    "PROFILE_KINDS",
     "NetworkProfile",
     "load_profile",
     "load_network_profile",
@@ -110,23 +113,37 @@ def load_profile(name_or_path: str) -> DeviceProfile:
     data = _read(path)
     if "device" not in data:
         raise ConfigError(str(path), "device", None, "missing field")
-    if data["kind"] == "spec":
-        dev = data["device"]
-        for key in ("peak_flops", "memory_bandwidth", "launch_overhead_s", "efficiency"):
-            if key not in dev:
-                raise ConfigError(str(path), f"device.{key}", None, "missing field")
-        return SpecProfile(data["name"], dev, data["provenance"])
-    if data["kind"] in ("measured", "derived"):
-        from simcluster.compute.measured import MeasuredProfile
+    loader = PROFILE_KINDS.get(data["kind"])
+    if loader is None:
+        raise ConfigError(
+            str(path),
+            "kind",
+            data["kind"],
+            "no loader for this profile kind yet",
+            list(PROFILE_KINDS),
+        )
+    return loader(data, path)
 
-        return MeasuredProfile.from_data(data, path)
-    raise ConfigError(
-        str(path),
-        "kind",
-        data["kind"],
-        "no loader for this profile kind yet",
-        ["spec", "measured", "derived"],
-    )
+
+def _load_spec(data: dict[str, Any], path: Path) -> DeviceProfile:
+    dev = data["device"]
+    for key in ("peak_flops", "memory_bandwidth", "launch_overhead_s", "efficiency"):
+        if key not in dev:
+            raise ConfigError(str(path), f"device.{key}", None, "missing field")
+    return SpecProfile(data["name"], dev, data["provenance"])
+
+
+def _load_measured(data: dict[str, Any], path: Path) -> DeviceProfile:
+    from simcluster.compute.measured import MeasuredProfile
+
+    return MeasuredProfile.from_data(data, path)
+
+
+#: device-profile kind -> loader (checked JSON data, its path) -> profile
+PROFILE_KINDS: Registry[Callable[[dict[str, Any], Path], DeviceProfile]] = Registry("profile kind")
+PROFILE_KINDS.add("spec", _load_spec)
+PROFILE_KINDS.add("measured", _load_measured)
+PROFILE_KINDS.add("derived", _load_measured)
 
 
 def load_network_profile(name_or_path: str) -> NetworkProfile:

@@ -22,6 +22,7 @@ import simpy
 
 from simcluster.network.flow import FlowBatch, FlowSpec
 from simcluster.network.maxmin import concat_ranges, maxmin_rates
+from simcluster.registry import Registry
 
 __all__ = ["NetworkBackend", "MaxMinNetwork", "ClosedFormNetwork", "make_network", "BACKENDS"]
 
@@ -279,17 +280,14 @@ class MaxMinNetwork(NetworkBackend):
         self._reschedule()
 
 
-BACKENDS = {"maxmin": MaxMinNetwork, "closed-form": ClosedFormNetwork}
+#: network models by name (``network_model`` in a scenario)
+BACKENDS: Registry[type[NetworkBackend]] = Registry("network model")
+BACKENDS.add("maxmin", MaxMinNetwork)
+BACKENDS.add("closed-form", ClosedFormNetwork)
 
 
 def make_network(
     name: str, env: simpy.Environment, capacity: np.ndarray, inter_node_link: np.ndarray
 ) -> NetworkBackend:
     """Backend by name: ``maxmin`` or ``closed-form``."""
-    try:
-        cls = BACKENDS[name]
-    except KeyError:
-        from simcluster.errors import UnknownNameError
-
-        raise UnknownNameError("network model", name, list(BACKENDS)) from None
-    return cls(env, capacity, inter_node_link)
+    return BACKENDS.lookup(name)(env, capacity, inter_node_link)

@@ -16,6 +16,7 @@ from simcluster.schedules.base import (
     get_schedule,
     list_schedules,
     register,
+    scenario_schedules,
 )
 
 __all__ = [
@@ -29,4 +30,5 @@ __all__ = [
     "get_schedule",
     "list_schedules",
     "register",
+    "scenario_schedules",
 ]

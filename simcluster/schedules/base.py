@@ -11,13 +11,13 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any, ClassVar
+from typing import Annotated, Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict
 
 from simcluster.compute.profile import DeviceProfile
-from simcluster.errors import UnknownNameError
 from simcluster.program import RankClass
+from simcluster.registry import Registered, Registry
 
 __all__ = [
     "Options",
@@ -30,6 +30,8 @@ __all__ = [
     "get_schedule",
     "list_schedules",
     "SCHEDULES",
+    "algorithm_name",
+    "scenario_schedules",
 ]
 
 
@@ -37,6 +39,16 @@ class Options(BaseModel):
     """Base of every schedule's options: unknown keys are errors."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def algorithm_name(*ops: str) -> Any:
+    """Annotation of an option naming a collective algorithm (or ``auto``) for ``ops``.
+
+    The name must exist for every op the option is used with; it is checked
+    against the algorithm registries when the scenario loads (exit 2 naming
+    the field), not when the collective runs.
+    """
+    return Annotated[str, Registered(*(f"{op} algorithm" for op in ops), also=("auto",))]
 
 
 @dataclass(frozen=True)
@@ -133,6 +145,21 @@ class Schedule(ABC):
     def __init__(self, options: Options | None = None) -> None:
         self.options = options if options is not None else self.Options()
 
+    # --- hooks for the whole scenario (the CLI and the API call them, never a module) ---
+    @classmethod
+    def prepare(cls, scenario: Any) -> None:
+        """Work done once before ``scenario``'s study runs, for every schedule of this
+        class in it at once (e.g. partitions computed in parallel). Default: none."""
+        return None
+
+    @classmethod
+    def tables(
+        cls, scenario: Any, records: list[dict[str, Any]] | None = None
+    ) -> list[tuple[str, list[str], list[list[Any]]]]:
+        """Extra (title, headers, rows) tables for the report of ``scenario``; with
+        ``records`` of a run, or without any run (``simcluster spmv-table``). Default: none."""
+        return []
+
     @abstractmethod
     def build(self, ctx: BuildContext) -> Iteration:
         """Programs for one (typical) training step."""
@@ -154,13 +181,9 @@ class Schedule(ABC):
         ]
 
 
-SCHEDULES: dict[str, type[Schedule]] = {}
-
-
 def register(cls: type[Schedule]) -> type[Schedule]:
     """Class decorator: make a schedule findable by its ``name``."""
-    SCHEDULES[cls.name] = cls
-    return cls
+    return SCHEDULES.add(cls.name, cls)
 
 
 _HELPER_MODULES = {"base", "training"}
@@ -178,14 +201,23 @@ def _ensure_loaded() -> None:
             importlib.import_module(f"simcluster.schedules.{info.name}")
 
 
+#: every schedule by name; reading it imports the schedule modules first
+SCHEDULES: Registry[type[Schedule]] = Registry("schedule", loader=_ensure_loaded)
+
+
+def scenario_schedules(scenario: Any) -> list[type[Schedule]]:
+    """The distinct schedule classes a scenario uses, in order of first use."""
+    out: list[type[Schedule]] = []
+    for spec in scenario.schedules:
+        cls = get_schedule(spec.name)
+        if cls not in out:
+            out.append(cls)
+    return out
+
+
 def list_schedules() -> list[str]:
-    _ensure_loaded()
-    return sorted(SCHEDULES)
+    return SCHEDULES.names()
 
 
 def get_schedule(name: str) -> type[Schedule]:
-    _ensure_loaded()
-    try:
-        return SCHEDULES[name]
-    except KeyError:
-        raise UnknownNameError("schedule", name, list(SCHEDULES)) from None
+    return SCHEDULES.lookup(name)

@@ -15,7 +15,14 @@ from typing import Literal
 from pydantic import Field
 
 from simcluster.program import RankClass
-from simcluster.schedules.base import BuildContext, Iteration, Options, Schedule, register
+from simcluster.schedules.base import (
+    BuildContext,
+    Iteration,
+    Options,
+    Schedule,
+    algorithm_name,
+    register,
+)
 from simcluster.schedules.training import MB, bucketed_allreduce, micro_steps, optimizer_step
 
 __all__ = ["DDP", "DDPOptions"]
@@ -24,9 +31,7 @@ __all__ = ["DDP", "DDPOptions"]
 class DDPOptions(Options):
     bucket_cap_mb: float = Field(25.0, gt=0, le=4096, description="bucket cap, MiB")
     first_bucket_mb: float = Field(1.0, gt=0, le=4096, description="first bucket cap, MiB")
-    algorithm: Literal["auto", "ring", "tree", "hierarchical", "leader", "halving-doubling"] = (
-        "auto"
-    )
+    algorithm: algorithm_name("allreduce") = "auto"
     gradient_dtype: Literal["fp32", "fp16", "bf16"] = Field(
         "fp32", description="dtype on the wire (fp16/bf16 = a compression comm hook)"
     )

@@ -31,8 +31,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from simcluster.collectives import CollectiveCall
-from simcluster.program import RankClass, collective, compute
+from simcluster.program import CollectiveCall, RankClass, collective, compute
 from simcluster.schedules.base import (
     BuildContext,
     Iteration,
@@ -40,6 +39,7 @@ from simcluster.schedules.base import (
     RunShape,
     Schedule,
     Segment,
+    algorithm_name,
     register,
 )
 from simcluster.schedules.training import MB, micro_steps, optimizer_step
@@ -155,8 +155,8 @@ class HSADMMOptions(Options):
     t_freeze: int = Field(10, ge=0, description="outer iterations before masks freeze")
     ramp: int = Field(5, ge=1, description="outer iterations for the kept fraction to reach keep")
     bucket_mb: float = Field(32.0, gt=0, le=4096, description="inter-node bucket size, MiB")
-    intra_algorithm: str = "auto"
-    inter_algorithm: str = "auto"
+    intra_algorithm: algorithm_name("allreduce", "broadcast") = "auto"
+    inter_algorithm: algorithm_name("allreduce") = "auto"
 
 
 class _ADMMBase(Schedule):

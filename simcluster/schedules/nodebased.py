@@ -12,9 +12,8 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from simcluster.collectives import CollectiveCall
 from simcluster.errors import ConfigError
-from simcluster.program import RankClass, collective
+from simcluster.program import CollectiveCall, RankClass, collective
 from simcluster.schedules.base import (
     BuildContext,
     Iteration,
@@ -22,6 +21,7 @@ from simcluster.schedules.base import (
     RunShape,
     Schedule,
     Segment,
+    algorithm_name,
     register,
 )
 from simcluster.schedules.training import MB, bucketed_allreduce, micro_steps, optimizer_step
@@ -41,7 +41,9 @@ class NodeBasedOptions(Options):
         None, ge=1, description="replicas in an intra-node group (default: GPUs per node)"
     )
     bucket_cap_mb: float = Field(25.0, gt=0, le=4096)
-    algorithm: str = Field("auto", description="allreduce algorithm for both groups")
+    algorithm: algorithm_name("allreduce") = Field(
+        "auto", description="allreduce algorithm for both groups"
+    )
 
 
 @register

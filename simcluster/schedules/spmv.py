@@ -51,7 +51,6 @@ from typing import Literal
 import numpy as np
 from pydantic import Field
 
-from simcluster.collectives import CollectiveCall
 from simcluster.partition import (
     LayerComm,
     NetworkPartition,
@@ -61,7 +60,7 @@ from simcluster.partition import (
     table1_metrics,
 )
 from simcluster.partition.keys import unique_inverse
-from simcluster.program import Op, RankClass, collective, compute
+from simcluster.program import CollectiveCall, Op, RankClass, collective, compute
 from simcluster.schedules.base import (
     BuildContext,
     Iteration,
@@ -361,6 +360,15 @@ class SpMV(Schedule):
     name = "spmv"
     summary = "model-parallel sparse DNN SGD: row-partitioned SpMV, p2p between layers"
     needs_model = False  # the sparse network comes from the options
+
+    @classmethod
+    def prepare(cls, scenario) -> None:
+        prefetch_partitions(scenario)  # in parallel, before the study asks for them
+
+    @classmethod
+    def tables(cls, scenario, records=None):
+        return table1_tables(scenario, records)
+
     Options = SpMVOptions
 
     def plan(self, ctx: BuildContext, run: RunShape) -> list[Segment]:

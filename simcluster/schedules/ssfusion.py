@@ -44,9 +44,15 @@ from typing import Literal
 
 from pydantic import Field
 
-from simcluster.collectives import CollectiveCall
-from simcluster.program import RankClass, collective, compute
-from simcluster.schedules.base import BuildContext, Iteration, Options, Schedule, register
+from simcluster.program import CollectiveCall, RankClass, collective, compute
+from simcluster.schedules.base import (
+    BuildContext,
+    Iteration,
+    Options,
+    Schedule,
+    algorithm_name,
+    register,
+)
 from simcluster.schedules.training import (
     ENTRY_BYTES,
     MB,
@@ -236,7 +242,7 @@ class FusionOptions(Options):
     buffer_mb: float = Field(64.0, gt=0, le=4096, description="fusion buffer size, MiB")
     density: float = Field(0.01, gt=0, le=1, description="fraction of entries kept")
     method: Literal["exact", "dgc", "gaussian", "random", "threshold"] = "dgc"
-    algorithm: str = "auto"
+    algorithm: algorithm_name("allreduce", "allgather") = "auto"
 
 
 def _fan_in(model, layer_index: int) -> float:

@@ -14,9 +14,15 @@ from typing import Literal
 
 from pydantic import Field
 
-from simcluster.collectives import CollectiveCall
-from simcluster.program import RankClass, collective, compute
-from simcluster.schedules.base import BuildContext, Iteration, Options, Schedule, register
+from simcluster.program import CollectiveCall, RankClass, collective, compute
+from simcluster.schedules.base import (
+    BuildContext,
+    Iteration,
+    Options,
+    Schedule,
+    algorithm_name,
+    register,
+)
 from simcluster.schedules.training import ENTRY_BYTES, micro_steps, optimizer_step, selected
 
 __all__ = ["TopK", "TopKOptions"]
@@ -25,7 +31,7 @@ __all__ = ["TopK", "TopKOptions"]
 class TopKOptions(Options):
     density: float = Field(0.01, gt=0, le=1, description="fraction of entries kept per layer")
     method: Literal["exact", "dgc", "gaussian", "random", "threshold"] = "exact"
-    algorithm: Literal["auto", "ring"] = "auto"
+    algorithm: algorithm_name("allgather") = "auto"
 
 
 @register

@@ -18,9 +18,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from simcluster.collectives import CollectiveCall
 from simcluster.compute.profile import DeviceProfile
-from simcluster.program import RankClass, collective, compute
+from simcluster.program import CollectiveCall, RankClass, collective, compute
 
 __all__ = [
     "ENTRY_BYTES",

@@ -32,8 +32,10 @@ def run(args: argparse.Namespace) -> int:
     from simcluster.sweep.runner import parse_axis, run_sweep
 
     axes = [parse_axis(a) for a in args.axes]
+    from simcluster.paths import find_scenario
+
     result = run_sweep(
-        args.scenario,
+        find_scenario(args.scenario),
         axes,
         out=args.out,
         executor=args.executor,

@@ -173,12 +173,12 @@ class PointSpec:
 
 def _read_named_file(prefix: str, name: str, source: str | None) -> tuple[str, dict[str, Any]]:
     """The mapping of the topology / profile a scenario names, and its suffix."""
-    from simcluster.paths import network_profiles_dir, profiles_dir, topologies_dir
+    from simcluster.paths import network_profiles_dir, profiles_dir, topology_dirs
 
     p = Path(name)
     if prefix == "topology":
         candidates = [p] if p.suffix in (".yaml", ".yml") else []
-        candidates.append(topologies_dir() / f"{name}.yaml")
+        candidates += [d / f"{name}.yaml" for d in topology_dirs()]
         suffix = ".yaml"
     else:
         folder = profiles_dir() if prefix == "profile" else network_profiles_dir()

@@ -23,18 +23,11 @@ import networkx as nx
 import numpy as np
 
 from simcluster.errors import ConfigError, UnknownNameError
-from simcluster.paths import topologies_dir
+from simcluster.paths import topologies_dir, topology_dirs
+from simcluster.topology.builders import FABRICS, NODE_BUILDERS, Fabric, defaults_used
 from simcluster.topology.fabric import FatTree
-from simcluster.topology.nodes import (
-    NodeTemplate,
-    cpu_core_node,
-    dgx1_cube_mesh_node,
-    nvlink_mesh_node,
-    nvswitch_node,
-    pcie_node,
-)
-from simcluster.topology.spec import NVLinkSpec, TopologySpec, read_spec, spec_from_dict
-from simcluster.topology.units import format_bandwidth, format_latency
+from simcluster.topology.nodes import NodeTemplate
+from simcluster.topology.spec import TopologySpec, read_spec, spec_from_dict
 
 __all__ = [
     "Cluster",
@@ -58,7 +51,7 @@ class Cluster:
         name: str,
         description: str,
         template: NodeTemplate,
-        fabric: FatTree,
+        fabric: Fabric,
         num_nodes: int,
         max_nodes: int,
         assumptions: list[str] | None = None,
@@ -143,6 +136,14 @@ class Cluster:
     def link_kind(self) -> list[str]:
         node = [a["kind"] for _, _, a in self.template.edges for _ in (0, 1)]
         return node * self.num_nodes + [self.fabric.kind] * (2 * self.fabric.num_edges)
+
+    @cached_property
+    def inter_node_link(self) -> np.ndarray:
+        """Boolean per directed link: outside every node (a NIC's fabric port or a switch
+        link)? Node links come first in the table, then the fabric's."""
+        out = np.ones(self.num_links, dtype=bool)
+        out[: 2 * self._node_edges] = False
+        return out
 
     # ---------------------------------------------------------------- routing
     def _check_rank(self, r: int, what: str) -> None:
@@ -345,40 +346,15 @@ class Cluster:
 # --------------------------------------------------------------------- building
 
 
-def _defaults_used(model: Any, path: str, fields: list[str], out: list[str]) -> None:
-    """Note every dotted field that the file left at its built-in default."""
-    for dotted in fields:
-        cur = model
-        defaulted = False
-        for part in dotted.split("."):
-            if cur is None:
-                break
-            if part not in cur.model_fields_set:
-                defaulted = True
-            cur = getattr(cur, part)
-        if defaulted and cur is not None:
-            name = dotted.rsplit(".", 1)[-1]
-            val = format_latency(cur) if "latency" in name else format_bandwidth(cur)
-            out.append(f"{path}.{dotted} = {val} is a built-in default (assumption)")
-
-
 def _template_from_spec(spec: TopologySpec, file: str | None, notes: list[str]) -> NodeTemplate:
     node = spec.node
     tpl = node.template
-    gpus = node.gpus
 
     def err(path: str, value: Any, problem: str, allowed: Any = None) -> ConfigError:
         return ConfigError(file, path, value, problem, allowed)
 
-    uses = {
-        "nvlink_full": {"nvlink"},
-        "dgx1_cube_mesh": {"nvlink"},
-        "nvlink_mesh": {"nvlink"},
-        "nvswitch": {"nvswitch"},
-        "pcie": set(),
-        "single_gpu": set(),
-        "cpu_cores": {"cores"},
-    }[tpl]
+    builder = NODE_BUILDERS.lookup(tpl, file, "node.template")
+    uses = builder.sections
     for section in ("nvlink", "nvswitch", "cores"):
         if getattr(node, section) is not None and section not in uses:
             raise err(
@@ -388,41 +364,14 @@ def _template_from_spec(spec: TopologySpec, file: str | None, notes: list[str]) 
                 f"sections for {tpl}: "
                 + (", ".join(sorted(uses)) or "none of nvlink/nvswitch/cores"),
             )
-    if tpl == "cpu_cores":
-        if gpus is not None:
-            raise err("node.gpus", gpus, "template 'cpu_cores' has no GPUs; leave gpus out")
-        if node.cores is None:
-            raise err(
-                "node.cores",
-                None,
-                "template 'cpu_cores' needs a cores section",
-                "cores: {per_socket: N, memory: {bandwidth, latency}}",
-            )
-        n_ranks = node.host.sockets * node.cores.per_socket
-    elif tpl == "dgx1_cube_mesh":
-        if gpus not in (None, 8):
-            raise err("node.gpus", gpus, "the DGX-1 cube-mesh has exactly 8 GPUs", "8")
-        n_ranks = gpus = 8
-    elif tpl == "single_gpu":
-        if gpus not in (None, 1):
-            raise err("node.gpus", gpus, "template 'single_gpu' has one GPU", "1")
-        n_ranks = gpus = 1
-    else:
-        if gpus is None:
-            raise err(
-                "node.gpus",
-                None,
-                f"template {tpl!r} needs the number of GPUs per node",
-                "an integer >= 1",
-            )
-        n_ranks = gpus
+    n_ranks, gpus = builder.ranks(node, err)
 
     host, nics = node.host, node.nics
     slots = host.pcie_switches or host.sockets
     slot_word = "PCIe switch" if host.pcie_switches else "socket"
     if host.gpu_attach is not None:
-        if tpl == "cpu_cores":
-            raise err("node.host.gpu_attach", host.gpu_attach, "no GPUs in template 'cpu_cores'")
+        if gpus is None:
+            raise err("node.host.gpu_attach", host.gpu_attach, f"no GPUs in template {tpl!r}")
         if len(host.gpu_attach) != gpus:
             raise err("node.host.gpu_attach", host.gpu_attach, f"needs one entry per GPU ({gpus})")
         for i, s in enumerate(host.gpu_attach):
@@ -469,91 +418,11 @@ def _template_from_spec(spec: TopologySpec, file: str | None, notes: list[str]) 
         host_fields += ["pcie_uplink.bandwidth", "pcie_uplink.latency"]
     if host.sockets > 1:
         host_fields += ["inter_socket.bandwidth", "inter_socket.latency"]
-    _defaults_used(node, "node", ["host." + f for f in host_fields], notes)
+    defaults_used(node, "node", ["host." + f for f in host_fields], notes)
     if nics.count:
-        _defaults_used(node, "node", ["nics.bandwidth", "nics.latency"], notes)
+        defaults_used(node, "node", ["nics.bandwidth", "nics.latency"], notes)
 
-    if tpl in ("nvlink_full", "dgx1_cube_mesh", "nvlink_mesh"):
-        nv = node.nvlink or NVLinkSpec()
-        _defaults_used(node, "node", ["nvlink.link_bandwidth", "nvlink.latency"], notes)
-        if tpl == "nvlink_full":
-            if nv.pairs is not None:
-                raise err(
-                    "node.nvlink.pairs",
-                    nv.pairs,
-                    "pairs are only for template 'nvlink_mesh'; nvlink_full links every pair",
-                )
-            pairs = [(a, b, nv.links_per_pair) for a in range(gpus) for b in range(a + 1, gpus)]
-            t = nvlink_mesh_node(
-                gpus, pairs, nv.link_bandwidth, nv.latency, host, nics, "nvlink_full"
-            )
-        elif tpl == "dgx1_cube_mesh":
-            if nv.pairs is not None:
-                raise err(
-                    "node.nvlink.pairs",
-                    nv.pairs,
-                    "the cube-mesh layout is fixed; use template 'nvlink_mesh' for your own pairs",
-                )
-            t = dgx1_cube_mesh_node(nv.link_bandwidth, nv.latency, host, nics)
-        else:
-            if not nv.pairs:
-                raise err(
-                    "node.nvlink.pairs",
-                    nv.pairs,
-                    "template 'nvlink_mesh' needs the linked GPU pairs",
-                    "a list of [gpu_a, gpu_b, links]",
-                )
-            seen = set()
-            for i, (a, b, k) in enumerate(nv.pairs):
-                p = f"node.nvlink.pairs[{i}]"
-                if not (0 <= a < gpus and 0 <= b < gpus) or a == b:
-                    raise err(
-                        p, [a, b, k], "GPU indices must be two different GPUs", f"0..{gpus - 1}"
-                    )
-                if k < 1:
-                    raise err(p, [a, b, k], "links must be at least 1")
-                if frozenset((a, b)) in seen:
-                    raise err(p, [a, b, k], "pair listed twice; give the total links once")
-                seen.add(frozenset((a, b)))
-            t = nvlink_mesh_node(gpus, nv.pairs, nv.link_bandwidth, nv.latency, host, nics)
-    elif tpl == "nvswitch":
-        sw = node.nvswitch
-        if sw is None:
-            raise err(
-                "node.nvswitch",
-                None,
-                "template 'nvswitch' needs an nvswitch section",
-                "nvswitch: {bandwidth: per-GPU rate} or {links_per_gpu, link_bandwidth}",
-            )
-        if sw.bandwidth is not None:
-            bw = sw.bandwidth
-            links = sw.links_per_gpu or 1
-            if sw.link_bandwidth is not None and sw.links_per_gpu is not None:
-                want = sw.link_bandwidth * sw.links_per_gpu
-                if not math.isclose(want, bw, rel_tol=1e-6):
-                    raise err(
-                        "node.nvswitch.bandwidth",
-                        bw,
-                        f"disagrees with links_per_gpu x link_bandwidth = {format_bandwidth(want)}",
-                    )
-        elif sw.links_per_gpu is not None and sw.link_bandwidth is not None:
-            bw = sw.links_per_gpu * sw.link_bandwidth
-            links = sw.links_per_gpu
-        else:
-            raise err(
-                "node.nvswitch.bandwidth",
-                None,
-                "give the per-GPU bandwidth, or links_per_gpu and link_bandwidth",
-                "e.g. bandwidth: 300 GB/s",
-            )
-        _defaults_used(node, "node", ["nvswitch.latency"], notes)
-        t = nvswitch_node(gpus, bw, sw.latency, links, host, nics)
-    elif tpl == "cpu_cores":
-        _defaults_used(node, "node", ["cores.memory.bandwidth", "cores.memory.latency"], notes)
-        t = cpu_core_node(node.cores.per_socket, node.cores.memory, host, nics)
-    else:
-        t = pcie_node(gpus, host, nics)
-    return t
+    return builder.build(node, gpus, err, notes)
 
 
 def _fabric_from_spec(
@@ -563,7 +432,7 @@ def _fabric_from_spec(
     nics_per_node: int,
     file: str | None,
     notes: list[str],
-) -> FatTree:
+) -> Fabric:
     fab = spec.fabric
     nics = spec.node.nics
     M = num_nodes * nics_per_node
@@ -577,18 +446,43 @@ def _fabric_from_spec(
         base=base,
         switch_latency=fab.switch_latency,
     )
-    if fab.type == "single_switch":
-        for key in ("nodes_per_leaf", "radix", "spines", "leaves_per_pod", "cores_per_group"):
-            if getattr(fab, key) is not None:
-                raise ConfigError(
-                    file,
-                    f"fabric.{key}",
-                    getattr(fab, key),
-                    "not used by fabric type 'single_switch'",
-                    "type: fat_tree to use it",
-                )
-        return FatTree(nodes_per_leaf=max(num_nodes, 1), levels=1, **common)
-    _defaults_used(spec, "", ["fabric.switch_latency"], notes)
+    build = FABRICS.lookup(fab.type, file, "fabric.type")
+    return build(spec, num_nodes, nics_per_node, common, file, notes)
+
+
+def _single_switch(
+    spec: TopologySpec,
+    num_nodes: int,
+    nics_per_node: int,
+    common: dict[str, Any],
+    file: str | None,
+    notes: list[str],
+) -> Fabric:
+    """Every NIC on one switch."""
+    fab = spec.fabric
+    for key in ("nodes_per_leaf", "radix", "spines", "leaves_per_pod", "cores_per_group"):
+        if getattr(fab, key) is not None:
+            raise ConfigError(
+                file,
+                f"fabric.{key}",
+                getattr(fab, key),
+                "not used by fabric type 'single_switch'",
+                "type: fat_tree to use it",
+            )
+    return FatTree(nodes_per_leaf=max(num_nodes, 1), levels=1, **common)
+
+
+def _fat_tree(
+    spec: TopologySpec,
+    num_nodes: int,
+    nics_per_node: int,
+    common: dict[str, Any],
+    file: str | None,
+    notes: list[str],
+) -> Fabric:
+    """Two or three levels of switches (see :class:`FatTree`)."""
+    fab = spec.fabric
+    defaults_used(spec, "", ["fabric.switch_latency"], notes)
     ratio = fab.oversubscription
     per_leaf_ports = 1 if (fab.rail_aligned and nics_per_node > 1) else nics_per_node
     npl = fab.nodes_per_leaf
@@ -679,6 +573,10 @@ def _fabric_from_spec(
     return tree
 
 
+FABRICS.add("single_switch", _single_switch)
+FABRICS.add("fat_tree", _fat_tree)
+
+
 def build_cluster(
     spec: TopologySpec | dict, num_nodes: int | None = None, file: str | None = None
 ) -> Cluster:
@@ -726,11 +624,14 @@ def build_cluster(
 
 
 def list_topologies() -> list[str]:
-    """Names of the shipped topology files (``topologies/<name>.yaml``)."""
-    d = topologies_dir()
-    if not d.is_dir():
-        return []
-    return sorted(p.stem for p in d.glob("*.yaml"))
+    """Names of the topology files on the search path (user folders, then the shipped
+    ``topologies/<name>.yaml``; see :mod:`simcluster.paths`)."""
+    return sorted({p.stem for d in topology_dirs() if d.is_dir() for p in d.glob("*.yaml")})
+
+
+def _named(filename: str) -> Path | None:
+    """``filename`` in the first topology search folder that has it."""
+    return next((d / filename for d in topology_dirs() if (d / filename).is_file()), None)
 
 
 def _resolve(name_or_path: str) -> Path:
@@ -740,8 +641,8 @@ def _resolve(name_or_path: str) -> Path:
     if looks_like_path:
         if p.exists():
             return p
-        shipped = topologies_dir() / p.name
-        if p.parent == Path(".") and shipped.exists():
+        shipped = _named(p.name) if p.parent == Path(".") else None
+        if shipped is not None:
             return shipped
         raise ConfigError(
             s,
@@ -750,8 +651,8 @@ def _resolve(name_or_path: str) -> Path:
             "topology file not found",
             "a shipped name (" + ", ".join(list_topologies()) + ") or a .yaml path",
         )
-    shipped = topologies_dir() / f"{s}.yaml"
-    if shipped.exists():
+    shipped = _named(f"{s}.yaml")
+    if shipped is not None:
         return shipped
     raise UnknownNameError("topology", s, list_topologies())
 

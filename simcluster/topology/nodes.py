@@ -18,11 +18,14 @@ links bundled into the edge, e.g. 2 NVLinks).
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import networkx as nx
 
+from simcluster.errors import ConfigError
 from simcluster.topology.spec import HostSpec, LinkSpec, NICSpec
 
 __all__ = [
@@ -281,6 +284,11 @@ def _finish(t: NodeTemplate, nics: NICSpec) -> NodeTemplate:
 # ------------------------------------------------------------------- builders
 
 
+def _check_count(name: str, value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+        raise ConfigError(None, name, value, "must be an integer >= 1", "an integer >= 1")
+
+
 def nvlink_mesh_node(
     gpus: int,
     pairs: Sequence[tuple[int, int, int]],
@@ -294,7 +302,26 @@ def nvlink_mesh_node(
 
     ``pairs``: ``(a, b, links)``; the edge a-b gets ``links * link_bandwidth``
     bytes/s per direction and attribute ``links``. ``latency`` in seconds.
+    A pair naming a GPU outside ``0..gpus-1``, a GPU twice, fewer than one link
+    or a pair listed twice is a :class:`~simcluster.errors.ConfigError` whose
+    path is ``pairs[i]``.
     """
+    _check_count("gpus", gpus)
+    seen: set[frozenset[int]] = set()
+    for i, pair in enumerate(pairs):
+        p = f"pairs[{i}]"
+        if len(pair) != 3:
+            raise ConfigError(None, p, list(pair), "a pair is [gpu_a, gpu_b, links]")
+        a, b, k = pair
+        if not (0 <= a < gpus and 0 <= b < gpus) or a == b:
+            raise ConfigError(
+                None, p, [a, b, k], "GPU indices must be two different GPUs", f"0..{gpus - 1}"
+            )
+        if k < 1:
+            raise ConfigError(None, p, [a, b, k], "links must be at least 1")
+        if frozenset((a, b)) in seen:
+            raise ConfigError(None, p, [a, b, k], "pair listed twice; give the total links once")
+        seen.add(frozenset((a, b)))
     host = host or HostSpec()
     nics = nics or NICSpec()
     t = NodeTemplate(name)
@@ -351,6 +378,7 @@ def nvswitch_node(
     ``nvswitch0``; each GPU has one link of ``bandwidth`` bytes/s per direction
     (e.g. 12 x 25 GB/s = 300 GB/s on A100) and ``latency`` seconds to it.
     """
+    _check_count("gpus", gpus)
     host = host or HostSpec()
     nics = nics or NICSpec()
     t = NodeTemplate("nvswitch")
@@ -368,6 +396,7 @@ def pcie_node(gpus: int, host: HostSpec | None = None, nics: NICSpec | None = No
     Link rates come from ``host.pcie`` (GPU/NIC links), ``host.pcie_uplink``
     (switch to socket) and ``host.inter_socket``; bytes/s per direction.
     """
+    _check_count("gpus", gpus)
     host = host or HostSpec()
     nics = nics or NICSpec()
     t = NodeTemplate("pcie" if gpus > 1 else "single_gpu")
@@ -395,6 +424,7 @@ def cpu_core_node(
     core -> socket -> core, across sockets it adds the qpi link
     ``host.inter_socket``. NICs attach by PCIe as in GPU nodes.
     """
+    _check_count("cores_per_socket", cores_per_socket)
     host = host or HostSpec()
     nics = nics or NICSpec()
     memory = memory or LinkSpec(bandwidth=10e9, latency=1e-7)

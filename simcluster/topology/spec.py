@@ -43,6 +43,7 @@ import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
 from simcluster.errors import ConfigError
+from simcluster.registry import Registered, check_registered
 from simcluster.schema import pydantic_to_config_error
 from simcluster.topology.units import parse_bandwidth, parse_latency
 
@@ -154,15 +155,8 @@ class NICSpec(_Model):
 class NodeSpec(_Model):
     """One host; every node of the cluster is built from this template."""
 
-    template: Literal[
-        "nvlink_full",
-        "dgx1_cube_mesh",
-        "nvlink_mesh",
-        "nvswitch",
-        "pcie",
-        "single_gpu",
-        "cpu_cores",
-    ]
+    template: Annotated[str, Registered("node template")]
+    """a registered node builder (simcluster.topology.builders)"""
     gpus: int | None = Field(None, ge=1)
     nvlink: NVLinkSpec | None = None
     nvswitch: NVSwitchSpec | None = None
@@ -181,7 +175,7 @@ class FabricSpec(_Model):
     pod, spine ``a`` of every pod links to the cores of core group ``a``.
     """
 
-    type: Literal["single_switch", "fat_tree"] = "single_switch"
+    type: Annotated[str, Registered("fabric")] = "single_switch"
     kind: Literal["infiniband", "ethernet"] = "infiniband"
     levels: Literal[2, 3] = 2
     nodes_per_leaf: int | None = Field(None, ge=1)
@@ -229,10 +223,15 @@ def spec_from_dict(data: Any, file: str | None = None) -> TopologySpec:
             "a topology file must be a mapping of keys to values",
             allowed="keys: " + ", ".join(TopologySpec.model_fields),
         )
+    import simcluster.topology.cluster  # noqa: F401  (registers node builders and fabrics)
+
     try:
-        return TopologySpec.model_validate(data)
+        spec = TopologySpec.model_validate(data)
     except ValidationError as err:
         raise pydantic_to_config_error(err, file, TopologySpec) from None
+    check_registered(NodeSpec, {"template": spec.node.template}, file, "node")
+    check_registered(FabricSpec, {"type": spec.fabric.type}, file, "fabric")
+    return spec
 
 
 def read_spec(path: str | Path) -> TopologySpec:

@@ -17,6 +17,8 @@ import math
 import re
 from typing import Any
 
+from simcluster.errors import SimclusterError
+
 __all__ = [
     "UnitError",
     "BANDWIDTH_UNITS",
@@ -28,7 +30,7 @@ __all__ = [
 ]
 
 
-class UnitError(ValueError):
+class UnitError(SimclusterError, ValueError):
     """A value that is not a valid bandwidth / latency; carries what is allowed."""
 
     def __init__(self, problem: str, allowed: str) -> None:

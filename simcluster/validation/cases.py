@@ -36,8 +36,8 @@ from typing import Any, Literal
 import yaml
 from pydantic import Field, ValidationError, model_validator
 
+from simcluster import paths
 from simcluster.errors import ConfigError
-from simcluster.paths import project_root
 from simcluster.schema import StrictModel, pydantic_to_config_error
 
 __all__ = [
@@ -144,7 +144,7 @@ class ReferenceFile(StrictModel):
 
 
 def references_dir() -> Path:
-    return project_root() / "scenarios" / "references"
+    return paths.references_dir()
 
 
 def load_reference_file(path: str | Path) -> ReferenceFile:
@@ -173,6 +173,8 @@ def load_reference_file(path: str | Path) -> ReferenceFile:
 def load_references(folder: str | Path | None = None) -> list[ReferenceFile]:
     """Every ``*.yaml`` in the references folder, sorted by file name."""
     d = Path(folder) if folder else references_dir()
+    if not d.is_dir():
+        raise ConfigError(None, "--references", str(d), "no such folder of reference files")
     files = [load_reference_file(p) for p in sorted(d.glob("*.yaml"))]
     ids: dict[str, str] = {}
     for f in files:

@@ -292,8 +292,7 @@ def _predicted_compute(profile, model_name: str, batch: int) -> dict[str, float]
 def _programs(rank_ops: dict[int, list[dict[str, Any]]], compute: dict[str, float] | None):
     """One rank class per rank (its own replayed compute, so skew between ranks and the
     waiting it causes inside collectives are simulated too); op id -> phase."""
-    from simcluster.collectives import CollectiveCall
-    from simcluster.program import RankClass, collective
+    from simcluster.program import CollectiveCall, RankClass, collective
     from simcluster.program import compute as compute_op
 
     classes, phase_of = [], {}
@@ -334,10 +333,7 @@ def _shown(p: Path) -> str:
 
 def validate_live(path: str | Path, workdir: str | Path, profile: str | None = None) -> LiveReport:
     """Simulate every measured iteration of a live-run file; per-phase comparison."""
-    from simcluster.collectives import CommContext
-    from simcluster.compute import load_network_profile
-    from simcluster.engine import Engine
-    from simcluster.topology import load_topology
+    from simcluster.simulation import Simulation
 
     data = _load(path)
     path = _shown(Path(path))
@@ -345,11 +341,8 @@ def validate_live(path: str | Path, workdir: str | Path, profile: str | None = N
     world = int(cfg["world_size"])
     link = link_costs(data["calibration"], world)
     topo, net = _write_localhost(Path(workdir), cfg, link, str(path))
-    cluster = load_topology(str(topo), num_nodes=int(cfg["nodes"]))
-    netp = load_network_profile(str(net))
-    engine = Engine(
-        CommContext(cluster, netp.per_message_overhead_s, netp.link_efficiency), "maxmin"
-    )
+    sim = Simulation.for_topology(str(topo), world, str(net), "maxmin", nodes=int(cfg["nodes"]))
+    engine, netp = sim.engine, sim.network_profile
     dev = _find_cpu_profile(data.get("machine", {}), profile)
     compute = _predicted_compute(dev, cfg["model"], int(cfg["batch"])) if dev else None
     device_text = (

@@ -10,12 +10,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from simcluster.errors import SimclusterError
 from simcluster.validation.cases import Metric, Select
 
 __all__ = ["MetricError", "find_record", "read_metric", "collective_time"]
 
 
-class MetricError(ValueError):
+class MetricError(SimclusterError, ValueError):
     """The run does not hold what the metric asks for (names the missing piece)."""
 
 
@@ -104,20 +105,15 @@ def read_metric(m: Metric, records: Sequence[dict[str, Any]]) -> float:
 
 def collective_time(m: Metric, sc) -> tuple[float, str]:
     """Seconds of one collective alone on the scenario's cluster; profiles described."""
-    import math
 
-    from simcluster.collectives import CollectiveCall, CommContext
-    from simcluster.compute import load_network_profile
-    from simcluster.engine import Engine
-    from simcluster.program import RankClass, collective
+    from simcluster.program import CollectiveCall, RankClass, collective
     from simcluster.scenario import resolved_input_size, resolved_num_classes
-    from simcluster.topology import load_topology
+    from simcluster.simulation import Simulation
     from simcluster.workload import build_model
 
-    netp = load_network_profile(sc.network_profile)
-    per_node = load_topology(sc.topology, num_nodes=1).ranks_per_node
     gpus = int(m.gpus)
-    cluster = load_topology(sc.topology, num_nodes=math.ceil(gpus / per_node))
+    sim = Simulation.for_scenario(sc, gpus)
+    netp = sim.network_profile
     if isinstance(m.nbytes, str):
         w = sc.workload
         if w.model is None:
@@ -134,8 +130,5 @@ def collective_time(m: Metric, sc) -> tuple[float, str]:
     prog = RankClass("all", ranks)
     call = CollectiveCall(m.op, (ranks,), float(nbytes), m.algorithm)
     prog.add(collective("c", call, m.op))
-    engine = Engine(
-        CommContext(cluster, netp.per_message_overhead_s, netp.link_efficiency), sc.network_model
-    )
-    trace = engine.run([prog])
+    trace = sim.run([prog])
     return trace.end_time, f"{netp.describe()} [network only]"

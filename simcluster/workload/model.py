@@ -24,6 +24,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple, TypeVar
 
+from simcluster.errors import SimclusterError
+
 __all__ = [
     "OP_CLASSES",
     "ELEMENTWISE_FLOPS",
@@ -82,7 +84,7 @@ NORM_FLOPS_PER_ELEM = 5
 LSTM_GATE_FLOPS_PER_UNIT = 17
 
 
-class ShapeError(ValueError):
+class ShapeError(SimclusterError, ValueError):
     """An input too small (or otherwise unfit) for a layer: the output would be empty."""
 
 

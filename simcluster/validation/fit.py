@@ -5,7 +5,7 @@ one parameter, set so that the simulator reproduces one named reference case, re
 in the profile with that case, which then leaves the validation summary (every other
 case predicted with the profile still counts).
 
-    python -m calibrate.fit_case --case prunex-comm-ddp-64 \\
+    python -m simcluster.validation.fit --case prunex-comm-ddp-64 \\
         --network-profile nccl-spec --param network.link_efficiency.infiniband \\
         --name nccl-puhti-fitted --out calibrate/profiles/network/nccl-puhti-fitted.json
 
@@ -156,7 +156,7 @@ def fit_network_constant(
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
-        prog="python -m calibrate.fit_case",
+        prog="python -m simcluster.validation.fit",
         description="Fit one network-profile constant to one reference case (VALIDATION.md).",
     )
     ap.add_argument("--case", required=True, help="reference case id (scenarios/references)")
@@ -179,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"fitting {a.param} of {a.network_profile} to {a.case}", flush=True)
         data, rec = fit_network_constant(a.case, a.network_profile, a.param, a.lo, a.hi, a.rtol)
     except (ConfigError, UserError) as exc:
-        print(f"calibrate.fit_case: error: {exc}", file=sys.stderr)
+        print(f"simcluster.validation.fit: error: {exc}", file=sys.stderr)
         return 2
     data["name"] = a.name
     data["kind"] = "fitted"
@@ -187,7 +187,7 @@ def main(argv: list[str] | None = None) -> int:
     prov["description"] = a.description or prov.get("description", "")
     prov["fitted_from"] = [rec["case"]]
     prov["fit"] = rec
-    prov["command"] = "python -m calibrate.fit_case " + " ".join(
+    prov["command"] = "python -m simcluster.validation.fit " + " ".join(
         argv if argv is not None else sys.argv[1:]
     )
     data["provenance"] = prov

@@ -1,0 +1,1 @@
+"""Checks for developers: ``python -m simcluster.devtools.layers``."""
