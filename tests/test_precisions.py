@@ -93,8 +93,8 @@ def test_bisect_log_finds_the_root_of_a_monotone_function():
 
 
 def test_bisect_log_refuses_a_bracket_that_misses_the_target():
-    from simcluster.validation.fit import bisect_log
     from simcluster.errors import UserError
+    from simcluster.validation.fit import bisect_log
 
     with pytest.raises(UserError, match="does not straddle"):
         bisect_log(lambda e: 1 / e, 0.5, 1.0, 100.0)
