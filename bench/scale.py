@@ -33,7 +33,7 @@ def one_case(schedule: str, gpus: int, topology: str, model_name: str, collapse:
     probe = load_topology(topology, num_nodes=1)
     cluster = load_topology(topology, num_nodes=-(-gpus // probe.ranks_per_node))
     netp = load_network_profile("nccl-spec")
-    ctx = CommContext(cluster, netp.per_message_overhead_s, netp.link_efficiency)
+    ctx = CommContext.from_profile(cluster, netp)
     engine = Engine(ctx)
     model = _model(model_name)
     profile = load_profile("v100-sxm2-32gb")
@@ -42,7 +42,7 @@ def one_case(schedule: str, gpus: int, topology: str, model_name: str, collapse:
     if schedule == "spmv":
         profile = load_profile("haswell-e5-2630v3-core")
         netp = load_network_profile("mpi-spec")
-        ctx = CommContext(cluster, netp.per_message_overhead_s, netp.link_efficiency)
+        ctx = CommContext.from_profile(cluster, netp)
         engine = Engine(ctx)
     batch = 1 if schedule == "spmv" else 128
     bctx = BuildContext(cluster, gpus, model, profile, batch, "fp32", 1, 0, comm_estimator(engine))

@@ -199,7 +199,7 @@ def run_scenario(
             if nodes not in clusters:
                 clusters[nodes] = load_topology(sc.topology, num_nodes=nodes)
             cluster = clusters[nodes]
-            ctx = CommContext(cluster, netp.per_message_overhead_s, netp.link_efficiency)
+            ctx = CommContext.from_profile(cluster, netp)
             engine = Engine(ctx, sc.network_model)
             dataset = (
                 base_dataset * gpus // sc.study.gpus[0] if sc.study.kind == "weak" else base_dataset

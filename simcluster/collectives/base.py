@@ -13,12 +13,15 @@ Sizes are bytes, times seconds, bandwidths bytes/s.
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cached_property
 
 import numpy as np
 
+from simcluster.collectives.protocols import Protocol, family_of, parse_protocols
 from simcluster.network.flow import FlowBatch, FlowSpec
+from simcluster.topology.nodes import NVLINK_KINDS
 
 __all__ = ["CollectiveCall", "CommContext", "Phase", "OPS"]
 
@@ -32,6 +35,7 @@ OPS = {
     "broadcast": "buffer bytes",
     "reduce": "buffer bytes",
     "p2p": "bytes from groups[i][0] to groups[i][1]",
+    "alltoall": "bytes each rank sends to every other rank of its group",
 }
 
 
@@ -45,6 +49,8 @@ class CollectiveCall:
     nbytes: see :data:`OPS`.
     algorithm: name in the algorithm registry, or ``auto``.
     root: index within each group of the root (broadcast, reduce).
+    protocol: LL / LL128 / Simple, or ``auto`` (the cheapest the network
+        profile offers; ignored by a profile without protocols).
     """
 
     op: str
@@ -52,6 +58,7 @@ class CollectiveCall:
     nbytes: float
     algorithm: str = "auto"
     root: int = 0
+    protocol: str = "auto"
 
     def __post_init__(self) -> None:
         if self.op not in OPS:
@@ -79,9 +86,15 @@ class CommContext:
         cluster,
         per_message_overhead: float = 0.0,
         link_efficiency: dict[str, float] | None = None,
+        protocols: dict[str, Protocol] | None = None,
     ) -> None:
         self.cluster = cluster
         self.per_message_overhead = float(per_message_overhead)
+        #: LL / LL128 / Simple from the network profile; empty: the path latency
+        #: plus ``per_message_overhead`` model, one protocol
+        self.protocols: dict[str, Protocol] = dict(protocols or {})
+        #: (protocol, algorithm family) while a shape is lowered under a protocol
+        self.active: tuple[Protocol, str] | None = None
         eff = link_efficiency or {}
         factors = np.array([eff.get(k, 1.0) for k in cluster.link_kind], dtype=np.float64)
         #: effective capacity of each directed link, bytes/s
@@ -89,6 +102,44 @@ class CommContext:
         self._alpha: dict[tuple[int, int], float] = {}
         #: lowered collective shapes (per-unit-byte flow batches), see registry.lower
         self.shapes: dict[tuple, list] = {}
+
+    @classmethod
+    def from_profile(cls, cluster, netp) -> CommContext:
+        """A context from a loaded network profile (protocols included)."""
+        protocols = parse_protocols(netp.protocols, netp.file) if netp.protocols else None
+        return cls(cluster, netp.per_message_overhead_s, netp.link_efficiency, protocols)
+
+    @contextmanager
+    def lowering(self, protocol: str | None, algorithm: str):
+        """Lower under ``protocol`` (a name in :attr:`protocols`, or None)."""
+        prev = self.active
+        self.active = None if protocol is None else (self.protocols[protocol], family_of(algorithm))
+        try:
+            yield
+        finally:
+            self.active = prev
+
+    @cached_property
+    def _local_nvlink_only(self) -> np.ndarray:
+        """(R, R) bool: does the intra-node route a -> b use NVLink/NVSwitch only?"""
+        t = self.cluster.template
+        kinds = [a["kind"] for _, _, a in t.edges]
+        R = self.cluster.ranks_per_node
+        out = np.zeros((R, R), dtype=bool)
+        for a in range(R):
+            for b in range(R):
+                path = t.pair_path[a][b]
+                out[a, b] = bool(path) and all(kinds[i // 2] in NVLINK_KINDS for i in path)
+        return out
+
+    def hop_class(self, src: int, dst: int) -> str:
+        """What one step src -> dst crosses: ``nvlink``, ``pcie`` or ``net``."""
+        R = self.cluster.ranks_per_node
+        ns, ls = divmod(src, R)
+        nd, ld = divmod(dst, R)
+        if ns != nd:
+            return "net"
+        return "nvlink" if self._local_nvlink_only[ls, ld] else "pcie"
 
     @cached_property
     def inter_node_link(self) -> np.ndarray:
@@ -110,7 +161,11 @@ class CommContext:
         return int(self.cluster.rank_node[rank])
 
     def alpha(self, src: int, dst: int) -> float:
-        """Start-up latency of one message src -> dst: path latency + overhead (s)."""
+        """Start-up latency of one message src -> dst (s): path latency plus
+        overhead, or under a protocol its step latency for what the step crosses."""
+        act = self.active
+        if act is not None:
+            return act[0].hop(act[1], self.hop_class(src, dst))
         key = (src, dst)
         a = self._alpha.get(key)
         if a is None:
@@ -132,9 +187,19 @@ class CommContext:
         """:meth:`flow` (one message each) for every (src, dst) pair, as arrays."""
         n = int(np.asarray(src).size)
         entry_flow, entry_link = self.cluster.routes(src, dst)
-        # Summed link by link in path order, as path_latency does.
-        path = np.bincount(entry_flow, weights=self.cluster.link_latency[entry_link], minlength=n)
-        latency = path + self.per_message_overhead
+        if self.active is not None:
+            proto, fam = self.active
+            hops = np.array([proto.hop(fam, c) for c in ("nvlink", "pcie", "net")])
+            R = self.cluster.ranks_per_node
+            ns, ls = np.divmod(np.asarray(src, dtype=np.int64).reshape(-1), R)
+            nd, ld = np.divmod(np.asarray(dst, dtype=np.int64).reshape(-1), R)
+            cls = np.where(ns != nd, 2, np.where(self._local_nvlink_only[ls, ld], 0, 1))
+            latency = hops[cls]
+        else:
+            # Summed link by link in path order, as path_latency does.
+            lat = self.cluster.link_latency[entry_link]
+            path = np.bincount(entry_flow, weights=lat, minlength=n)
+            latency = path + self.per_message_overhead
         nbytes = np.broadcast_to(np.asarray(nbytes, dtype=np.float64), (n,)).copy()
         return FlowBatch(entry_flow, entry_link, nbytes, latency)
 

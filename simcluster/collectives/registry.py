@@ -18,6 +18,7 @@ import numpy as np
 
 from simcluster.collectives import chain, halving_doubling, hierarchical, leader, p2p, ring, tree
 from simcluster.collectives.base import CollectiveCall, CommContext, Phase
+from simcluster.collectives.protocols import family_of
 from simcluster.errors import UnknownNameError
 from simcluster.network.flow import FlowBatch
 
@@ -72,46 +73,92 @@ def _merge(per_group: list[list[Phase]]) -> list[Phase]:
     return [[f for phases in per_group if k < len(phases) for f in phases[k]] for k in range(depth)]
 
 
-def _shape(ctx: CommContext, call: CollectiveCall, name: str) -> list[FlowBatch]:
+def _shape(
+    ctx: CommContext, call: CollectiveCall, name: str, protocol: str | None = None
+) -> list[FlowBatch]:
     """Phases of ``call`` for one byte, as arrays; cached per cluster context.
 
     Every algorithm's bytes are linear in the message size, so the flows,
-    routes and latencies are computed once per (op, groups, algorithm, root).
+    routes and latencies are computed once per (op, groups, algorithm, root,
+    protocol). Under a protocol the flows carry ``1 / bandwidth_fraction``
+    wire bytes per payload byte and the first phase also pays the protocol's
+    base latency; the protocols of one shape share its links, so their
+    static max-min rates are computed once.
     """
-    key = (call.op, call.groups, name, call.root)
+    key = (call.op, call.groups, name, call.root, protocol)
     hit = ctx.shapes.get(key)
     if hit is None:
         unit = CollectiveCall(call.op, call.groups, 1.0, name, call.root)
-        batched = BATCH_LOWERINGS.get((call.op, name))
-        if batched is not None:
-            hit = batched(ctx, unit)
-        else:
-            fn = ALGORITHMS[call.op][name]
-            phases = _merge([fn(ctx, unit, tuple(g)) for g in call.groups])
-            hit = [FlowBatch.from_flows(p) for p in phases if p]
+        with ctx.lowering(protocol, name):
+            batched = BATCH_LOWERINGS.get((call.op, name))
+            if batched is not None:
+                hit = batched(ctx, unit)
+            else:
+                fn = ALGORITHMS[call.op][name]
+                phases = _merge([fn(ctx, unit, tuple(g)) for g in call.groups])
+                hit = [FlowBatch.from_flows(p) for p in phases if p]
+        if protocol is not None:
+            proto, fam = ctx.protocols[protocol], family_of(name)
+            wire = 1.0 / proto.bandwidth_fraction[fam]
+            base = proto.base_latency_s[fam]
+            hit = [
+                FlowBatch(b.entry_flow, b.entry_link, b.nbytes * wire, b.latency + base * (k == 0))
+                for k, b in enumerate(hit)
+            ]
+            shared = ctx.shapes.setdefault(("links", *key[:-1]), [b._cache for b in hit])
+            if len(shared) == len(hit):
+                for b, cache in zip(hit, shared, strict=True):
+                    b._cache = cache
         ctx.shapes[key] = hit
     return hit
 
 
-def _lower_with(ctx: CommContext, call: CollectiveCall, name: str) -> list[FlowBatch]:
-    return [b.scaled(call.nbytes) for b in _shape(ctx, call, name)]
+def _lower_with(
+    ctx: CommContext, call: CollectiveCall, name: str, protocol: str | None = None
+) -> list[FlowBatch]:
+    return [b.scaled(call.nbytes) for b in _shape(ctx, call, name, protocol)]
+
+
+def _protocols(ctx: CommContext, call: CollectiveCall) -> list[str | None]:
+    """Protocols to consider for ``call``: none without profile protocols."""
+    if not ctx.protocols:
+        return [None]
+    if call.protocol == "auto":
+        return list(ctx.protocols)
+    if call.protocol not in ctx.protocols:
+        raise UnknownNameError("protocol", call.protocol, [*ctx.protocols, "auto"])
+    return [call.protocol]
+
+
+def _label(name: str, protocol: str | None) -> str:
+    return name if protocol is None else f"{name}/{protocol}"
 
 
 def lower(ctx: CommContext, call: CollectiveCall) -> tuple[str, list[FlowBatch]]:
-    """(algorithm used, phases as flow batches) for ``call``."""
+    """(algorithm used, phases as flow batches) for ``call``.
+
+    The algorithm reads ``ring/LL128`` when the network profile has protocols.
+    ``auto`` (algorithm, protocol or both) takes the candidate with the least
+    estimated time, as NCCL's tuner does; ties go to the earlier candidate.
+    """
     table = ALGORITHMS[call.op]
     if call.algorithm != "auto":
         if call.algorithm not in table:
             raise UnknownNameError(f"{call.op} algorithm", call.algorithm, list(table))
-        return call.algorithm, _lower_with(ctx, call, call.algorithm)
-    candidates = AUTO_CANDIDATES.get(call.op, (next(iter(table)),))
-    if len(candidates) == 1 or all(len(g) <= 2 for g in call.groups):
-        return candidates[0], _lower_with(ctx, call, candidates[0])
+        names: tuple[str, ...] = (call.algorithm,)
+    else:
+        names = AUTO_CANDIDATES.get(call.op, (next(iter(table)),))
+        if all(len(g) <= 2 for g in call.groups):
+            names = names[:1]
+    protocols = _protocols(ctx, call)
+    if len(names) == 1 and len(protocols) == 1:
+        return _label(names[0], protocols[0]), _lower_with(ctx, call, names[0], protocols[0])
     best: tuple[float, str, list[FlowBatch]] | None = None
-    for name in candidates:
-        phases = _lower_with(ctx, call, name)
-        t = estimate_phases(ctx, phases)
-        if best is None or t < best[0] * (1 - 1e-9):
-            best = (t, name, phases)
+    for name in names:
+        for proto in protocols:
+            phases = _lower_with(ctx, call, name, proto)
+            t = estimate_phases(ctx, phases)
+            if best is None or t < best[0] * (1 - 1e-9):
+                best = (t, _label(name, proto), phases)
     assert best is not None
     return best[1], best[2]

@@ -14,7 +14,14 @@ from __future__ import annotations
 
 from simcluster.collectives.base import CollectiveCall, CommContext, Phase
 
-__all__ = ["ring_orders", "ring_phase", "allreduce", "allgather", "reduce_scatter"]
+__all__ = [
+    "ring_orders",
+    "ring_phase",
+    "protocol_ring_latency",
+    "allreduce",
+    "allgather",
+    "reduce_scatter",
+]
 
 
 def ring_orders(ctx: CommContext, group: tuple[int, ...]) -> list[list[int]]:
@@ -43,10 +50,44 @@ def ring_phase(ctx: CommContext, group: tuple[int, ...], step_bytes: float, step
     share = step_bytes / len(orders)
     flows = []
     for order in orders:
+        if ctx.active is not None:
+            latency = protocol_ring_latency(ctx, order, steps)
+            for i, src in enumerate(order):
+                dst = order[(i + 1) % p]
+                flows.append(ctx.flow_with_latency(src, dst, share * steps, latency))
+            continue
         for i, src in enumerate(order):
             dst = order[(i + 1) % p]
             flows.append(ctx.flow(src, dst, share * steps, steps))
     return flows
+
+
+def protocol_ring_latency(ctx: CommContext, order: list[int], steps: int) -> float:
+    """Latency of ``steps`` pipelined ring steps under the active protocol (s).
+
+    As NCCL's tuning model: of the ``steps`` steps, ``steps * (k - 1) / (p - 1)``
+    cross the network when ``k`` of the ring's ``p`` hops leave a node (that is
+    2(nodes - 1) for an allreduce), at the protocol's ``net`` step latency;
+    the others take the mean latency of the ring's intra-node hops, at least
+    the protocol's ``net_overhead_s`` when the ring crosses nodes.
+    """
+    proto, fam = ctx.active
+    p = len(order)
+    intra: list[float] = []
+    inter = 0
+    for i, src in enumerate(order):
+        c = ctx.hop_class(src, order[(i + 1) % p])
+        if c == "net":
+            inter += 1
+        else:
+            intra.append(proto.hop(fam, c))
+    if inter == 0:
+        return steps * (sum(intra) / len(intra))
+    n_inter = steps * (inter - 1) / (p - 1) if p > 1 else 0.0
+    a_intra = max(sum(intra) / len(intra), proto.net_overhead_s) if intra else 0.0
+    if not intra:
+        n_inter = steps
+    return (steps - n_inter) * a_intra + n_inter * proto.hop(fam, "net")
 
 
 def allreduce(ctx: CommContext, call: CollectiveCall, group: tuple[int, ...]) -> list[Phase]:

@@ -347,9 +347,7 @@ def validate_live(path: str | Path, workdir: str | Path, profile: str | None = N
     topo, net = _write_localhost(Path(workdir), cfg, link, str(path))
     cluster = load_topology(str(topo), num_nodes=int(cfg["nodes"]))
     netp = load_network_profile(str(net))
-    engine = Engine(
-        CommContext(cluster, netp.per_message_overhead_s, netp.link_efficiency), "maxmin"
-    )
+    engine = Engine(CommContext.from_profile(cluster, netp), "maxmin")
     dev = _find_cpu_profile(data.get("machine", {}), profile)
     compute = _predicted_compute(dev, cfg["model"], int(cfg["batch"])) if dev else None
     device_text = (

@@ -134,8 +134,6 @@ def collective_time(m: Metric, sc) -> tuple[float, str]:
     prog = RankClass("all", ranks)
     call = CollectiveCall(m.op, (ranks,), float(nbytes), m.algorithm)
     prog.add(collective("c", call, m.op))
-    engine = Engine(
-        CommContext(cluster, netp.per_message_overhead_s, netp.link_efficiency), sc.network_model
-    )
+    engine = Engine(CommContext.from_profile(cluster, netp), sc.network_model)
     trace = engine.run([prog])
     return trace.end_time, f"{netp.describe()} [network only]"
