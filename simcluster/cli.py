@@ -141,6 +141,39 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     return run(args)
 
 
+def cmd_nccl_tests(args: argparse.Namespace) -> int:
+    from simcluster.collectives import CommContext
+    from simcluster.compute import load_network_profile
+    from simcluster.report.nccl_tests import (
+        format_rows,
+        parse_size,
+        run_nccl_tests,
+        sizes_between,
+    )
+    from simcluster.topology import load_topology
+
+    cluster = load_topology(args.topology, num_nodes=args.nodes)
+    netp = load_network_profile(args.network_profile)
+    ctx = CommContext.from_profile(cluster, netp)
+    sizes = sizes_between(parse_size(args.minbytes, "-b"), parse_size(args.maxbytes, "-e"),
+                          args.stepfactor)  # fmt: skip
+    rows = run_nccl_tests(ctx, args.op, sizes, args.network_model, args.algo, args.proto)
+    if args.json:
+        print(json.dumps({
+            "topology": cluster.name, "nodes": cluster.num_nodes, "gpus": cluster.num_ranks,
+            "op": args.op, "network_profile": netp.describe(),
+            "network_model": args.network_model, "rows": rows,
+        }, indent=2))  # fmt: skip
+        return 0
+    header = [
+        f"simcluster nccl-tests: {args.op} on {cluster.name}, {cluster.num_nodes} node(s), "
+        f"{cluster.num_ranks} ranks (simulated)",
+        f"network profile {netp.describe()}, network model {args.network_model}",
+    ]
+    print(format_rows(rows, header))
+    return 0
+
+
 def cmd_validate(args: argparse.Namespace) -> int:
     from simcluster.validation.cli import run
 
@@ -222,6 +255,24 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--json", action="store_true", help="check: print the result as JSON")
     c.add_argument("--force", action="store_true", help="overwrite existing --out files")
     c.set_defaults(func=cmd_calibrate)
+    from simcluster.report.nccl_tests import NCCL_TEST_OPS
+
+    n = sub.add_parser(
+        "nccl-tests",
+        help="the nccl-tests table (size, count, time, algbw, busbw) simulated on a topology",
+    )
+    n.add_argument("--topology", required=True, help="topology name or YAML file")
+    n.add_argument("--nodes", type=int, help="number of nodes (default: the file's)")
+    n.add_argument("--op", default="all_reduce", choices=sorted(NCCL_TEST_OPS))
+    n.add_argument("-b", "--minbytes", default="8", help="smallest size (8, 64K, 8M, 8G)")
+    n.add_argument("-e", "--maxbytes", default="128M", help="largest size")
+    n.add_argument("-f", "--stepfactor", type=int, default=2, help="size multiplier")
+    n.add_argument("--network-profile", default="nccl-spec", help="network profile name or JSON")
+    n.add_argument("--network-model", default="maxmin", choices=["maxmin", "closed-form"])
+    n.add_argument("--algo", default="auto", help="all_reduce algorithm (NCCL_ALGO), or auto")
+    n.add_argument("--proto", default="auto", help="LL, LL128, Simple (NCCL_PROTO), or auto")
+    n.add_argument("--json", action="store_true", help="print the rows as JSON")
+    n.set_defaults(func=cmd_nccl_tests)
     from simcluster.sweep.cli import add_arguments as sweep_arguments
     from simcluster.validation.cli import add_arguments as validate_arguments
 

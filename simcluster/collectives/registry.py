@@ -39,11 +39,13 @@ ALGORITHMS: dict[str, dict[str, Lowering]] = {
     "broadcast": {"chain": chain.broadcast},
     "reduce": {"chain": chain.reduce},
     "p2p": {"direct": p2p.send},
+    "alltoall": {"direct": p2p.alltoall},
 }
 
 #: Lowerings that build every group's flows as arrays in one call (many groups).
 BATCH_LOWERINGS: dict[tuple[str, str], Callable[[CommContext, CollectiveCall], list[FlowBatch]]] = {
     ("p2p", "direct"): p2p.send_batch,
+    ("alltoall", "direct"): p2p.alltoall_batch,
 }
 
 #: What ``auto`` chooses among, in tie-break order (NCCL's ring and tree).
