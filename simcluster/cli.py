@@ -136,6 +136,12 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     root = str(project_root())
     if root not in sys.path:
         sys.path.insert(0, root)
+    if args.action == "nccl-tests":
+        from calibrate.nccl_tests import run as run_nccl_tests
+
+        return run_nccl_tests(args)
+    if args.logs:
+        raise UserError(f"calibrate {args.action}: unexpected arguments {' '.join(args.logs)}")
     from calibrate.cli import run
 
     return run(args)
@@ -220,9 +226,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="measure kernel and collective times, derive or check profiles",
         description="measure (default): time real kernels on --device and write a measured "
         "profile + network profile; derive: transfer a measured profile to a target spec "
-        "sheet; check: simulated vs measured forward+backward of a ResNet",
+        "sheet; check: simulated vs measured forward+backward of a ResNet; nccl-tests LOG "
+        "[LOG ...]: fit a measured network profile to nccl-tests stdout",
     )
-    c.add_argument("action", nargs="?", default="measure", choices=["measure", "derive", "check"])
+    c.add_argument(
+        "action", nargs="?", default="measure", choices=["measure", "derive", "check", "nccl-tests"]
+    )
+    c.add_argument("logs", nargs="*", help="nccl-tests: stdout logs of nccl-tests runs")
+    c.add_argument("--topology", help="nccl-tests: topology the logs ran on (default dgx-a100)")
+    c.add_argument("--base-profile", help="nccl-tests: network profile to start from (nccl-spec)")
     c.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (measure, check)")
     c.add_argument("--out", help="profile JSON to write (measure, derive)")
     c.add_argument("--network-out", help="network profile JSON (measure; default beside --out)")
