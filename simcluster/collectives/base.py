@@ -93,8 +93,10 @@ class CommContext:
         #: LL / LL128 / Simple from the network profile; empty: the path latency
         #: plus ``per_message_overhead`` model, one protocol
         self.protocols: dict[str, Protocol] = dict(protocols or {})
-        #: (protocol, algorithm family) while a shape is lowered under a protocol
-        self.active: tuple[Protocol, str] | None = None
+        #: while a shape is lowered under the protocols: per hop class, the
+        #: step latency of every protocol (s, one column per protocol in
+        #: :attr:`protocols` order), and each protocol's ``net_overhead_s``
+        self.active: dict[str, np.ndarray] | None = None
         eff = link_efficiency or {}
         factors = np.array([eff.get(k, 1.0) for k in cluster.link_kind], dtype=np.float64)
         #: effective capacity of each directed link, bytes/s
@@ -110,10 +112,22 @@ class CommContext:
         return cls(cluster, netp.per_message_overhead_s, netp.link_efficiency, protocols)
 
     @contextmanager
-    def lowering(self, protocol: str | None, algorithm: str):
-        """Lower under ``protocol`` (a name in :attr:`protocols`, or None)."""
+    def lowering(self, algorithm: str | None):
+        """Lower ``algorithm`` under every protocol at once (None: no protocols).
+
+        Inside, :meth:`alpha` returns one latency per protocol (a vector in
+        :attr:`protocols` order) and flows carry such vectors as latency.
+        """
         prev = self.active
-        self.active = None if protocol is None else (self.protocols[protocol], family_of(algorithm))
+        if algorithm is None or not self.protocols:
+            self.active = None
+        else:
+            fam = family_of(algorithm)
+            ps = list(self.protocols.values())
+            self.active = {
+                c: np.array([p.hop(fam, c) for p in ps]) for c in ("nvlink", "pcie", "net")
+            }
+            self.active["overhead"] = np.array([p.net_overhead_s for p in ps])
         try:
             yield
         finally:
@@ -160,12 +174,13 @@ class CommContext:
     def node_of(self, rank: int) -> int:
         return int(self.cluster.rank_node[rank])
 
-    def alpha(self, src: int, dst: int) -> float:
+    def alpha(self, src: int, dst: int) -> float | np.ndarray:
         """Start-up latency of one message src -> dst (s): path latency plus
-        overhead, or under a protocol its step latency for what the step crosses."""
+        overhead; while lowering under protocols, each protocol's step latency
+        for what the step crosses (a vector, see :meth:`lowering`)."""
         act = self.active
         if act is not None:
-            return act[0].hop(act[1], self.hop_class(src, dst))
+            return act[self.hop_class(src, dst)]
         key = (src, dst)
         a = self._alpha.get(key)
         if a is None:
@@ -188,8 +203,7 @@ class CommContext:
         n = int(np.asarray(src).size)
         entry_flow, entry_link = self.cluster.routes(src, dst)
         if self.active is not None:
-            proto, fam = self.active
-            hops = np.array([proto.hop(fam, c) for c in ("nvlink", "pcie", "net")])
+            hops = np.stack([self.active[c] for c in ("nvlink", "pcie", "net")])
             R = self.cluster.ranks_per_node
             ns, ls = np.divmod(np.asarray(src, dtype=np.int64).reshape(-1), R)
             nd, ld = np.divmod(np.asarray(dst, dtype=np.int64).reshape(-1), R)
@@ -203,9 +217,11 @@ class CommContext:
         nbytes = np.broadcast_to(np.asarray(nbytes, dtype=np.float64), (n,)).copy()
         return FlowBatch(entry_flow, entry_link, nbytes, latency)
 
-    def flow_with_latency(self, src: int, dst: int, nbytes: float, latency: float) -> FlowSpec:
-        """A flow whose start-up latency (s) the caller computed (pipelines)."""
-        return FlowSpec(self.cluster.route(src, dst), float(nbytes), float(latency), src, dst)
+    def flow_with_latency(self, src: int, dst: int, nbytes: float, latency) -> FlowSpec:
+        """A flow whose start-up latency (s) the caller computed (pipelines;
+        a vector per protocol while lowering under protocols)."""
+        lat = latency if isinstance(latency, np.ndarray) else float(latency)
+        return FlowSpec(self.cluster.route(src, dst), float(nbytes), lat, src, dst)
 
     def split_by_node(self, group: tuple[int, ...]) -> list[list[int]]:
         """The group's ranks bucketed by host, hosts in order of first appearance."""

@@ -20,7 +20,7 @@ from simcluster.collectives import chain, halving_doubling, hierarchical, leader
 from simcluster.collectives.base import CollectiveCall, CommContext, Phase
 from simcluster.collectives.protocols import family_of
 from simcluster.errors import UnknownNameError
-from simcluster.network.flow import FlowBatch
+from simcluster.network.flow import FlowBatch, FlowSpec
 
 __all__ = ["ALGORITHMS", "AUTO_CANDIDATES", "lower", "estimate_phases", "algorithms_for"]
 
@@ -75,44 +75,57 @@ def _merge(per_group: list[list[Phase]]) -> list[Phase]:
     return [[f for phases in per_group if k < len(phases) for f in phases[k]] for k in range(depth)]
 
 
+def _batch(flows: Phase) -> tuple[FlowBatch, np.ndarray]:
+    """A phase's flows as a batch, and their latencies as given (scalars or
+    one vector per flow while lowering under protocols)."""
+    lat = np.array([f.latency for f in flows], dtype=np.float64)
+    plain = [f if isinstance(f.latency, float) else FlowSpec(f.links, f.nbytes, 0.0) for f in flows]
+    return FlowBatch.from_flows(plain), lat
+
+
 def _shape(
     ctx: CommContext, call: CollectiveCall, name: str, protocol: str | None = None
 ) -> list[FlowBatch]:
     """Phases of ``call`` for one byte, as arrays; cached per cluster context.
 
     Every algorithm's bytes are linear in the message size, so the flows,
-    routes and latencies are computed once per (op, groups, algorithm, root,
-    protocol). Under a protocol the flows carry ``1 / bandwidth_fraction``
-    wire bytes per payload byte and the first phase also pays the protocol's
-    base latency; the protocols of one shape share its links, so their
-    static max-min rates are computed once.
+    routes and latencies are computed once per (op, groups, algorithm, root)
+    and, with protocols, for all of them in one lowering. Under a protocol
+    the flows carry ``1 / bandwidth_fraction`` wire bytes per payload byte and
+    the first phase also pays the protocol's base latency; the protocols of
+    one shape share its links, so their static max-min rates are computed once.
     """
     key = (call.op, call.groups, name, call.root, protocol)
     hit = ctx.shapes.get(key)
-    if hit is None:
-        unit = CollectiveCall(call.op, call.groups, 1.0, name, call.root)
-        with ctx.lowering(protocol, name):
-            batched = BATCH_LOWERINGS.get((call.op, name))
-            if batched is not None:
-                hit = batched(ctx, unit)
-            else:
-                fn = ALGORITHMS[call.op][name]
-                phases = _merge([fn(ctx, unit, tuple(g)) for g in call.groups])
-                hit = [FlowBatch.from_flows(p) for p in phases if p]
-        if protocol is not None:
-            proto, fam = ctx.protocols[protocol], family_of(name)
-            wire = 1.0 / proto.bandwidth_fraction[fam]
-            base = proto.base_latency_s[fam]
-            hit = [
-                FlowBatch(b.entry_flow, b.entry_link, b.nbytes * wire, b.latency + base * (k == 0))
-                for k, b in enumerate(hit)
-            ]
-            shared = ctx.shapes.setdefault(("links", *key[:-1]), [b._cache for b in hit])
-            if len(shared) == len(hit):
-                for b, cache in zip(hit, shared, strict=True):
-                    b._cache = cache
+    if hit is not None:
+        return hit
+    unit = CollectiveCall(call.op, call.groups, 1.0, name, call.root)
+    with ctx.lowering(None if protocol is None else name):
+        batched = BATCH_LOWERINGS.get((call.op, name))
+        if batched is not None:
+            pairs = [(b, b.latency) for b in batched(ctx, unit)]
+        else:
+            fn = ALGORITHMS[call.op][name]
+            phases = _merge([fn(ctx, unit, tuple(g)) for g in call.groups])
+            pairs = [_batch(p) if protocol is not None else (FlowBatch.from_flows(p), None)
+                     for p in phases if p]  # fmt: skip
+    if protocol is None:
+        hit = [b for b, _ in pairs]
         ctx.shapes[key] = hit
-    return hit
+        return hit
+    fam = family_of(name)
+    for i, (pname, proto) in enumerate(ctx.protocols.items()):
+        wire = 1.0 / proto.bandwidth_fraction[fam]
+        base = proto.base_latency_s[fam]
+        out = []
+        for k, (b, lat) in enumerate(pairs):
+            lat = np.asarray(lat, dtype=np.float64)
+            col = lat[:, i] if lat.ndim == 2 else lat
+            v = FlowBatch(b.entry_flow, b.entry_link, b.nbytes * wire, col + base * (k == 0))
+            v._cache = b._cache  # same links: rates computed once for every protocol
+            out.append(v)
+        ctx.shapes[(*key[:-1], pname)] = out
+    return ctx.shapes[key]
 
 
 def _lower_with(

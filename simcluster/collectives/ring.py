@@ -12,6 +12,8 @@ every NIC carries one ring (as NCCL's channels do).
 
 from __future__ import annotations
 
+import numpy as np
+
 from simcluster.collectives.base import CollectiveCall, CommContext, Phase
 from simcluster.collectives.channels import node_rings
 
@@ -136,8 +138,8 @@ def ring_phase(ctx: CommContext, group: tuple[int, ...], step_bytes: float, step
     return flows
 
 
-def protocol_ring_latency(ctx: CommContext, order: list[int], steps: int) -> float:
-    """Latency of ``steps`` pipelined ring steps under the active protocol (s).
+def protocol_ring_latency(ctx: CommContext, order: list[int], steps: int) -> np.ndarray:
+    """Latency of ``steps`` pipelined ring steps, per protocol (s, a vector).
 
     As NCCL's tuning model: of the ``steps`` steps, ``steps * (k - 1) / (p - 1)``
     cross the network when ``k`` of the ring's ``p`` hops leave a node (that is
@@ -145,23 +147,23 @@ def protocol_ring_latency(ctx: CommContext, order: list[int], steps: int) -> flo
     the others take the mean latency of the ring's intra-node hops, at least
     the protocol's ``net_overhead_s`` when the ring crosses nodes.
     """
-    proto, fam = ctx.active
+    act = ctx.active
     p = len(order)
-    intra: list[float] = []
+    intra: list[np.ndarray] = []
     inter = 0
     for i, src in enumerate(order):
         c = ctx.hop_class(src, order[(i + 1) % p])
         if c == "net":
             inter += 1
         else:
-            intra.append(proto.hop(fam, c))
+            intra.append(act[c])
     if inter == 0:
         return steps * (sum(intra) / len(intra))
-    n_inter = steps * (inter - 1) / (p - 1) if p > 1 else 0.0
-    a_intra = max(sum(intra) / len(intra), proto.net_overhead_s) if intra else 0.0
     if not intra:
-        n_inter = steps
-    return (steps - n_inter) * a_intra + n_inter * proto.hop(fam, "net")
+        return steps * act["net"]
+    n_inter = steps * (inter - 1) / (p - 1)
+    a_intra = np.maximum(sum(intra) / len(intra), act["overhead"])
+    return (steps - n_inter) * a_intra + n_inter * act["net"]
 
 
 def allreduce(ctx: CommContext, call: CollectiveCall, group: tuple[int, ...]) -> list[Phase]:

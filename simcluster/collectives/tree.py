@@ -11,6 +11,10 @@ is the depth of the pipeline: chain length plus tree height, in messages.
 
 from __future__ import annotations
 
+import functools
+
+import numpy as np
+
 from simcluster.collectives.base import CollectiveCall, CommContext, Phase
 
 __all__ = ["binary_tree_edges", "second_tree", "allreduce"]
@@ -75,8 +79,10 @@ def allreduce(ctx: CommContext, call: CollectiveCall, group: tuple[int, ...]) ->
             # NCCL's model: chain steps at the intra-node step latency, tree
             # levels at the network one
             tree_hops = [(heads[c], heads[p]) for c, p in edges]
-            a_in = max((ctx.alpha(a, b) for a, b in hops[len(tree_hops) :]), default=0.0)
-            a_net = max((ctx.alpha(a, b) for a, b in tree_hops), default=0.0)
+            a_in = functools.reduce(
+                np.maximum, (ctx.alpha(a, b) for a, b in hops[len(tree_hops) :]), 0.0
+            )
+            a_net = functools.reduce(np.maximum, (ctx.alpha(a, b) for a, b in tree_hops), 0.0)
             depth = chain_len * a_in + _height(m) * a_net
         else:
             alpha = max((ctx.alpha(a, b) for a, b in hops), default=0.0)
