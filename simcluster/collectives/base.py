@@ -96,7 +96,7 @@ class CommContext:
         #: while a shape is lowered under the protocols: per hop class, the
         #: step latency of every protocol (s, one column per protocol in
         #: :attr:`protocols` order), and each protocol's ``net_overhead_s``
-        self.active: dict[str, np.ndarray] | None = None
+        self.active: dict | None = None
         eff = link_efficiency or {}
         factors = np.array([eff.get(k, 1.0) for k in cluster.link_kind], dtype=np.float64)
         #: effective capacity of each directed link, bytes/s
@@ -128,6 +128,7 @@ class CommContext:
                 c: np.array([p.hop(fam, c) for p in ps]) for c in ("nvlink", "pcie", "net")
             }
             self.active["overhead"] = np.array([p.net_overhead_s for p in ps])
+            self.active["family"] = fam
         try:
             yield
         finally:
@@ -146,6 +147,10 @@ class CommContext:
                 out[a, b] = bool(path) and all(kinds[i // 2] in NVLINK_KINDS for i in path)
         return out
 
+    @cached_property
+    def _local_hop_class(self) -> list[list[str]]:
+        return [["nvlink" if x else "pcie" for x in row] for row in self._local_nvlink_only]
+
     def hop_class(self, src: int, dst: int) -> str:
         """What one step src -> dst crosses: ``nvlink``, ``pcie`` or ``net``."""
         R = self.cluster.ranks_per_node
@@ -153,7 +158,7 @@ class CommContext:
         nd, ld = divmod(dst, R)
         if ns != nd:
             return "net"
-        return "nvlink" if self._local_nvlink_only[ls, ld] else "pcie"
+        return self._local_hop_class[ls][ld]
 
     @cached_property
     def inter_node_link(self) -> np.ndarray:

@@ -20,7 +20,7 @@ from simcluster.collectives import chain, halving_doubling, hierarchical, leader
 from simcluster.collectives.base import CollectiveCall, CommContext, Phase
 from simcluster.collectives.protocols import family_of
 from simcluster.errors import UnknownNameError
-from simcluster.network.flow import FlowBatch, FlowSpec
+from simcluster.network.flow import FlowBatch
 
 __all__ = ["ALGORITHMS", "AUTO_CANDIDATES", "lower", "estimate_phases", "algorithms_for"]
 
@@ -78,9 +78,15 @@ def _merge(per_group: list[list[Phase]]) -> list[Phase]:
 def _batch(flows: Phase) -> tuple[FlowBatch, np.ndarray]:
     """A phase's flows as a batch, and their latencies as given (scalars or
     one vector per flow while lowering under protocols)."""
+    n = len(flows)
+    lengths = np.fromiter((len(f.links) for f in flows), dtype=np.int64, count=n)
+    entry_flow = np.repeat(np.arange(n, dtype=np.int64), lengths)
+    entry_link = np.fromiter(
+        (link for f in flows for link in f.links), dtype=np.int64, count=int(lengths.sum())
+    )
+    nbytes = np.fromiter((f.nbytes for f in flows), dtype=np.float64, count=n)
     lat = np.array([f.latency for f in flows], dtype=np.float64)
-    plain = [f if isinstance(f.latency, float) else FlowSpec(f.links, f.nbytes, 0.0) for f in flows]
-    return FlowBatch.from_flows(plain), lat
+    return FlowBatch(entry_flow, entry_link, nbytes, np.zeros(n)), lat
 
 
 def _shape(

@@ -80,7 +80,9 @@ def _rail_cuts(ctx: CommContext, rings: list[list[int]], channels: int) -> list[
     and enters nodes through the NICs of those two GPUs
     (:attr:`Cluster.rank_nic`). Each channel takes, over all rings and cuts,
     the one whose entry and exit NICs have carried the fewest channels so far,
-    then the least used ring, then ring and position order.
+    then one that enters and leaves through the same NIC (one rail for the
+    whole ring, whatever the node count), then the least used ring, then ring
+    and position order.
     """
     nic = ctx.cluster.template.rank_nic or [0] * ctx.cluster.ranks_per_node
     used_in: dict[int, int] = {}
@@ -91,6 +93,7 @@ def _rail_cuts(ctx: CommContext, rings: list[list[int]], channels: int) -> list[
         best = min(
             (
                 used_in.get(nic[ring[k]], 0) + used_out.get(nic[ring[k - 1]], 0),
+                nic[ring[k]] != nic[ring[k - 1]],
                 ring_uses[r],
                 r,
                 k,
@@ -98,7 +101,7 @@ def _rail_cuts(ctx: CommContext, rings: list[list[int]], channels: int) -> list[
             for r, ring in enumerate(rings)
             for k in range(len(ring))
         )
-        _, _, r, k = best
+        r, k = best[-2:]
         ring = rings[r]
         used_in[nic[ring[k]]] = used_in.get(nic[ring[k]], 0) + 1
         used_out[nic[ring[k - 1]]] = used_out.get(nic[ring[k - 1]], 0) + 1
@@ -149,14 +152,18 @@ def protocol_ring_latency(ctx: CommContext, order: list[int], steps: int) -> np.
     """
     act = ctx.active
     p = len(order)
-    intra: list[np.ndarray] = []
-    inter = 0
-    for i, src in enumerate(order):
-        c = ctx.hop_class(src, order[(i + 1) % p])
-        if c == "net":
-            inter += 1
-        else:
-            intra.append(act[c])
+    classes = tuple(ctx.hop_class(src, order[(i + 1) % p]) for i, src in enumerate(order))
+    key = ("ring_latency", act["family"], classes, steps)
+    hit = ctx.shapes.get(key)
+    if hit is not None:
+        return hit
+    intra = [act[c] for c in classes if c != "net"]
+    inter = p - len(intra)
+    hit = ctx.shapes[key] = _ring_latency(act, intra, inter, p, steps)
+    return hit
+
+
+def _ring_latency(act: dict, intra: list, inter: int, p: int, steps: int) -> np.ndarray:
     if inter == 0:
         return steps * (sum(intra) / len(intra))
     if not intra:
