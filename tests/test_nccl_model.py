@@ -95,3 +95,18 @@ def test_bad_protocol_section_is_a_config_error():
         parse_protocols(bad, "x.json")
     with pytest.raises(ConfigError, match="did you mean 'LL128'"):
         parse_protocols({"LL12": {}}, "x.json")
+
+
+def test_protocol_choice_shows_in_trace_breakdown():
+    from simcluster.engine import Engine
+    from simcluster.program import RankClass, collective
+
+    ctx = _ctx("dgx-a100", 1)
+    ranks = tuple(range(8))
+    prog = RankClass("all", ranks)
+    prog.add(collective("small", CollectiveCall("allreduce", (ranks,), 8.0), "allreduce"))
+    prog.add(collective("big", CollectiveCall("allreduce", (ranks,), float(1 << 30)), "allreduce"))
+    trace = Engine(ctx).run([prog])
+    labels = trace.by_algorithm()
+    assert "ring/LL" in labels and "ring/Simple" in labels
+    assert sum(labels.values()) == pytest.approx(trace.end_time)
