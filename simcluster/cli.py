@@ -140,23 +140,65 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     # Installed, calibration is the subpackage simcluster.calibrate (torch: the
     # [calibrate] extra); in a checkout it is the top-level folder calibrate/.
     try:
-        from simcluster.calibrate.cli import run
+        from simcluster.calibrate import cli as cal_cli
+        from simcluster.calibrate import nccl_tests as cal_nccl
     except ModuleNotFoundError as exc:
-        if exc.name not in ("simcluster.calibrate", "simcluster.calibrate.cli"):
+        if exc.name not in (
+            "simcluster.calibrate",
+            "simcluster.calibrate.cli",
+            "simcluster.calibrate.nccl_tests",
+        ):
             raise
         from simcluster.paths import project_root
 
         root = str(project_root())
         if root not in sys.path:
             sys.path.insert(0, root)
-        from calibrate.cli import run
-
+        from calibrate import cli as cal_cli
+        from calibrate import nccl_tests as cal_nccl
+    if args.action == "nccl-tests":
+        return cal_nccl.run(args)
+    if args.logs:
+        raise UserError(f"calibrate {args.action}: unexpected arguments {' '.join(args.logs)}")
     try:
-        return run(args)
+        return cal_cli.run(args)
     except ModuleNotFoundError as exc:
         if exc.name == "torch":
             raise UserError("calibrate needs torch: pip install 'simcluster[calibrate]'") from None
         raise
+
+
+def cmd_nccl_tests(args: argparse.Namespace) -> int:
+    from simcluster.collectives import CommContext
+    from simcluster.compute import load_network_profile
+    from simcluster.report.nccl_tests import (
+        format_rows,
+        parse_size,
+        run_nccl_tests,
+        sizes_between,
+    )
+    from simcluster.topology import load_topology
+
+    cluster = load_topology(args.topology, num_nodes=args.nodes)
+    netp = load_network_profile(args.network_profile)
+    ctx = CommContext.from_profile(cluster, netp)
+    sizes = sizes_between(parse_size(args.minbytes, "-b"), parse_size(args.maxbytes, "-e"),
+                          args.stepfactor)  # fmt: skip
+    rows = run_nccl_tests(ctx, args.op, sizes, args.network_model, args.algo, args.proto)
+    if args.json:
+        print(json.dumps({
+            "topology": cluster.name, "nodes": cluster.num_nodes, "gpus": cluster.num_ranks,
+            "op": args.op, "network_profile": netp.describe(),
+            "network_model": args.network_model, "rows": rows,
+        }, indent=2))  # fmt: skip
+        return 0
+    header = [
+        f"simcluster nccl-tests: {args.op} on {cluster.name}, {cluster.num_nodes} node(s), "
+        f"{cluster.num_ranks} ranks (simulated)",
+        f"network profile {netp.describe()}, network model {args.network_model}",
+    ]
+    print(format_rows(rows, header))
+    return 0
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
@@ -215,9 +257,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="measure kernel and collective times, derive or check profiles",
         description="measure (default): time real kernels on --device and write a measured "
         "profile + network profile; derive: transfer a measured profile to a target spec "
-        "sheet; check: simulated vs measured forward+backward of a ResNet",
+        "sheet; check: simulated vs measured forward+backward of a ResNet; nccl-tests LOG "
+        "[LOG ...]: fit a measured network profile to nccl-tests stdout",
     )
-    c.add_argument("action", nargs="?", default="measure", choices=["measure", "derive", "check"])
+    c.add_argument(
+        "action", nargs="?", default="measure", choices=["measure", "derive", "check", "nccl-tests"]
+    )
+    c.add_argument("logs", nargs="*", help="nccl-tests: stdout logs of nccl-tests runs")
+    c.add_argument("--topology", help="nccl-tests: topology the logs ran on (default dgx-a100)")
+    c.add_argument("--base-profile", help="nccl-tests: network profile to start from (nccl-spec)")
     c.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (measure, check)")
     c.add_argument("--out", help="profile JSON to write (measure, derive)")
     c.add_argument("--network-out", help="network profile JSON (measure; default beside --out)")
@@ -259,6 +307,24 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--json", action="store_true", help="check: print the result as JSON")
     c.add_argument("--force", action="store_true", help="overwrite existing --out files")
     c.set_defaults(func=cmd_calibrate)
+    from simcluster.report.nccl_tests import NCCL_TEST_OPS
+
+    n = sub.add_parser(
+        "nccl-tests",
+        help="the nccl-tests table (size, count, time, algbw, busbw) simulated on a topology",
+    )
+    n.add_argument("--topology", required=True, help="topology name or YAML file")
+    n.add_argument("--nodes", type=int, help="number of nodes (default: the file's)")
+    n.add_argument("--op", default="all_reduce", choices=sorted(NCCL_TEST_OPS))
+    n.add_argument("-b", "--minbytes", default="8", help="smallest size (8, 64K, 8M, 8G)")
+    n.add_argument("-e", "--maxbytes", default="128M", help="largest size")
+    n.add_argument("-f", "--stepfactor", type=int, default=2, help="size multiplier")
+    n.add_argument("--network-profile", default="nccl-spec", help="network profile name or JSON")
+    n.add_argument("--network-model", default="maxmin", choices=["maxmin", "closed-form"])
+    n.add_argument("--algo", default="auto", help="all_reduce algorithm (NCCL_ALGO), or auto")
+    n.add_argument("--proto", default="auto", help="LL, LL128, Simple (NCCL_PROTO), or auto")
+    n.add_argument("--json", action="store_true", help="print the rows as JSON")
+    n.set_defaults(func=cmd_nccl_tests)
     from simcluster.sweep.cli import add_arguments as sweep_arguments
     from simcluster.validation.cli import add_arguments as validate_arguments
 

@@ -87,6 +87,14 @@ class Trace:
         """Seconds a stream of a class spent executing ops (spans never overlap)."""
         return sum(s.end - s.start for s in self.class_spans(name) if s.stream == stream)
 
+    def by_algorithm(self) -> dict[str, float]:
+        """Seconds of collectives per algorithm label (``ring/LL128``), summed."""
+        out: dict[str, float] = {}
+        for row in self.rows:
+            if row[0] == "<network>":
+                out[row[7]] = out.get(row[7], 0.0) + (row[5] - row[4])
+        return dict(sorted(out.items()))
+
     def by_category(self, name: str) -> dict[str, float]:
         out: dict[str, float] = {}
         for s in self.class_spans(name):

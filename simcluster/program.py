@@ -41,6 +41,7 @@ OPS = {
     "broadcast": "buffer bytes",
     "reduce": "buffer bytes",
     "p2p": "bytes from groups[i][0] to groups[i][1]",
+    "alltoall": "bytes each rank sends to every other rank of its group",
 }
 
 
@@ -54,6 +55,8 @@ class CollectiveCall:
     nbytes: see :data:`OPS`.
     algorithm: name in the algorithm registry, or ``auto``.
     root: index within each group of the root (broadcast, reduce).
+    protocol: LL / LL128 / Simple, or ``auto`` (the cheapest the network
+        profile offers; ignored by a profile without protocols).
     """
 
     op: str
@@ -61,6 +64,7 @@ class CollectiveCall:
     nbytes: float
     algorithm: str = "auto"
     root: int = 0
+    protocol: str = "auto"
 
     def __post_init__(self) -> None:
         if self.op not in OPS:

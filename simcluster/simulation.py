@@ -65,7 +65,7 @@ class Simulation:
             if isinstance(network_profile, NetworkProfile)
             else load_network_profile(network_profile)
         )
-        ctx = CommContext(cache[nodes], netp.per_message_overhead_s, netp.link_efficiency)
+        ctx = CommContext.from_profile(cache[nodes], netp)
         return cls(cache[nodes], netp, Engine(ctx, network_model))
 
     @classmethod

@@ -151,6 +151,8 @@ def simulate_plan(
                 "inter_node_bytes": trace.inter_node_bytes,
                 "extra": seg.iteration.extra,
                 "breakdown_s": {k: v for k, v in sorted(trace.by_category(rep).items())},
+                # collective time per algorithm/protocol the tuner chose (s)
+                "collectives_s": trace.by_algorithm(),
             }
         )
     steps = max(total_steps, 1e-300)

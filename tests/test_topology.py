@@ -209,9 +209,10 @@ def test_dgx1_cube_mesh_degree():
     c = load_topology("dgx1-v100", 2)
     assert c.ranks_per_node == 8
     assert c.template.rank_nic == [0, 0, 1, 1, 2, 2, 3, 3]
-    # GPUs do not forward for each other: 0 -> 5 goes over the host
+    # 0 -> 5 has no direct NVLink: one GPU relays it over NVLink (NCCL's NVB
+    # path), never PCIe + QPI
     kinds = {c.link_kind[i] for i in c.route(0, 5)}
-    assert "nvlink" not in kinds and "qpi" in kinds
+    assert kinds == {"nvlink"}
 
 
 def test_nvswitch_node_routes_through_switch():
@@ -493,3 +494,45 @@ def test_inter_node_links_from_the_table_match_the_graph(name: str) -> None:
     assert c.inter_node_link.tolist() == want
     nics = sum(1 for _, a in g.nodes(data=True) if a.get("kind") == "nic" and a.get("node") == 0)
     assert c.nics_per_node == nics
+
+
+# ------------------------------------------------- routing by capacity (issue 11)
+
+
+@pytest.mark.parametrize("name", list_topologies())
+def test_intra_node_routes_use_nvlink_where_a_path_exists(name):
+    """Every GPU pair of every shipped template with an all-NVLink/NVSwitch
+    path is routed over NVLink/NVSwitch links only; direct neighbours directly."""
+    import networkx as nx
+
+    from simcluster.topology.nodes import NVLINK_KINDS
+
+    c = load_topology(name, num_nodes=1)
+    g = c.graph
+    nv = nx.Graph([(u, v) for u, v, a in g.edges(data=True) if a["kind"] in NVLINK_KINDS])
+    checked = 0
+    for a in range(c.ranks_per_node):
+        for b in range(c.ranks_per_node):
+            va, vb = c.rank_vertex[a], c.rank_vertex[b]
+            if a == b or va not in nv or vb not in nv or not nx.has_path(nv, va, vb):
+                continue
+            kinds = [c.link_kind[i] for i in c.route(a, b)]
+            assert set(kinds) <= NVLINK_KINDS, (name, a, b, c.route_vertices(a, b))
+            if nv.has_edge(va, vb) and g[va][vb]["kind"] == "nvlink":
+                assert len(kinds) == 1, (name, a, b)
+            checked += 1
+    template = c.template.name
+    if template in ("nvswitch", "nvlink_full", "dgx1_cube_mesh", "nvlink_mesh"):
+        assert checked == c.ranks_per_node * (c.ranks_per_node - 1)
+
+
+def test_dgx_a100_pair_behind_one_pcie_switch_uses_nvswitch():
+    c = load_topology("dgx-a100", num_nodes=1)
+    assert [c.link_kind[i] for i in c.route(0, 1)] == ["nvswitch", "nvswitch"]
+
+
+def test_dgx1_non_neighbours_relay_through_one_gpu_over_nvlink():
+    c = load_topology("dgx1-v100", num_nodes=1)
+    v = c.route_vertices(0, 5)
+    assert len(v) == 3 and v[1] in ("n0.gpu1", "n0.gpu4")
+    assert [c.link_kind[i] for i in c.route(0, 5)] == ["nvlink", "nvlink"]

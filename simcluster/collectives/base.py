@@ -13,12 +13,15 @@ Sizes are bytes, times seconds, bandwidths bytes/s.
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from functools import cached_property
 
 import numpy as np
 
+from simcluster.collectives.protocols import Protocol, family_of, parse_protocols
 from simcluster.network.flow import FlowBatch, FlowSpec
 from simcluster.program import OPS, CollectiveCall  # the op vocabulary lives with the programs
+from simcluster.topology.nodes import NVLINK_KINDS
 
 __all__ = ["CollectiveCall", "CommContext", "Phase", "OPS"]
 
@@ -40,9 +43,17 @@ class CommContext:
         cluster,
         per_message_overhead: float = 0.0,
         link_efficiency: dict[str, float] | None = None,
+        protocols: dict[str, Protocol] | None = None,
     ) -> None:
         self.cluster = cluster
         self.per_message_overhead = float(per_message_overhead)
+        #: LL / LL128 / Simple from the network profile; empty: the path latency
+        #: plus ``per_message_overhead`` model, one protocol
+        self.protocols: dict[str, Protocol] = dict(protocols or {})
+        #: while a shape is lowered under the protocols: per hop class, the
+        #: step latency of every protocol (s, one column per protocol in
+        #: :attr:`protocols` order), and each protocol's ``net_overhead_s``
+        self.active: dict | None = None
         eff = link_efficiency or {}
         factors = np.array([eff.get(k, 1.0) for k in cluster.link_kind], dtype=np.float64)
         #: effective capacity of each directed link, bytes/s
@@ -50,6 +61,61 @@ class CommContext:
         self._alpha: dict[tuple[int, int], float] = {}
         #: lowered collective shapes (per-unit-byte flow batches), see registry.lower
         self.shapes: dict[tuple, list] = {}
+
+    @classmethod
+    def from_profile(cls, cluster, netp) -> CommContext:
+        """A context from a loaded network profile (protocols included)."""
+        protocols = parse_protocols(netp.protocols, netp.file) if netp.protocols else None
+        return cls(cluster, netp.per_message_overhead_s, netp.link_efficiency, protocols)
+
+    @contextmanager
+    def lowering(self, algorithm: str | None):
+        """Lower ``algorithm`` under every protocol at once (None: no protocols).
+
+        Inside, :meth:`alpha` returns one latency per protocol (a vector in
+        :attr:`protocols` order) and flows carry such vectors as latency.
+        """
+        prev = self.active
+        if algorithm is None or not self.protocols:
+            self.active = None
+        else:
+            fam = family_of(algorithm)
+            ps = list(self.protocols.values())
+            self.active = {
+                c: np.array([p.hop(fam, c) for p in ps]) for c in ("nvlink", "pcie", "net")
+            }
+            self.active["overhead"] = np.array([p.net_overhead_s for p in ps])
+            self.active["family"] = fam
+        try:
+            yield
+        finally:
+            self.active = prev
+
+    @cached_property
+    def _local_nvlink_only(self) -> np.ndarray:
+        """(R, R) bool: does the intra-node route a -> b use NVLink/NVSwitch only?"""
+        t = self.cluster.template
+        kinds = [a["kind"] for _, _, a in t.edges]
+        R = self.cluster.ranks_per_node
+        out = np.zeros((R, R), dtype=bool)
+        for a in range(R):
+            for b in range(R):
+                path = t.pair_path[a][b]
+                out[a, b] = bool(path) and all(kinds[i // 2] in NVLINK_KINDS for i in path)
+        return out
+
+    @cached_property
+    def _local_hop_class(self) -> list[list[str]]:
+        return [["nvlink" if x else "pcie" for x in row] for row in self._local_nvlink_only]
+
+    def hop_class(self, src: int, dst: int) -> str:
+        """What one step src -> dst crosses: ``nvlink``, ``pcie`` or ``net``."""
+        R = self.cluster.ranks_per_node
+        ns, ls = divmod(src, R)
+        nd, ld = divmod(dst, R)
+        if ns != nd:
+            return "net"
+        return self._local_hop_class[ls][ld]
 
     @cached_property
     def inter_node_link(self) -> np.ndarray:
@@ -75,8 +141,13 @@ class CommContext:
     def node_of(self, rank: int) -> int:
         return int(self.cluster.rank_node[rank])
 
-    def alpha(self, src: int, dst: int) -> float:
-        """Start-up latency of one message src -> dst: path latency + overhead (s)."""
+    def alpha(self, src: int, dst: int) -> float | np.ndarray:
+        """Start-up latency of one message src -> dst (s): path latency plus
+        overhead; while lowering under protocols, each protocol's step latency
+        for what the step crosses (a vector, see :meth:`lowering`)."""
+        act = self.active
+        if act is not None:
+            return act[self.hop_class(src, dst)]
         key = (src, dst)
         a = self._alpha.get(key)
         if a is None:
@@ -98,15 +169,26 @@ class CommContext:
         """:meth:`flow` (one message each) for every (src, dst) pair, as arrays."""
         n = int(np.asarray(src).size)
         entry_flow, entry_link = self.cluster.routes(src, dst)
-        # Summed link by link in path order, as path_latency does.
-        path = np.bincount(entry_flow, weights=self.cluster.link_latency[entry_link], minlength=n)
-        latency = path + self.per_message_overhead
+        if self.active is not None:
+            hops = np.stack([self.active[c] for c in ("nvlink", "pcie", "net")])
+            R = self.cluster.ranks_per_node
+            ns, ls = np.divmod(np.asarray(src, dtype=np.int64).reshape(-1), R)
+            nd, ld = np.divmod(np.asarray(dst, dtype=np.int64).reshape(-1), R)
+            cls = np.where(ns != nd, 2, np.where(self._local_nvlink_only[ls, ld], 0, 1))
+            latency = hops[cls]
+        else:
+            # Summed link by link in path order, as path_latency does.
+            lat = self.cluster.link_latency[entry_link]
+            path = np.bincount(entry_flow, weights=lat, minlength=n)
+            latency = path + self.per_message_overhead
         nbytes = np.broadcast_to(np.asarray(nbytes, dtype=np.float64), (n,)).copy()
         return FlowBatch(entry_flow, entry_link, nbytes, latency)
 
-    def flow_with_latency(self, src: int, dst: int, nbytes: float, latency: float) -> FlowSpec:
-        """A flow whose start-up latency (s) the caller computed (pipelines)."""
-        return FlowSpec(self.cluster.route(src, dst), float(nbytes), float(latency), src, dst)
+    def flow_with_latency(self, src: int, dst: int, nbytes: float, latency) -> FlowSpec:
+        """A flow whose start-up latency (s) the caller computed (pipelines;
+        a vector per protocol while lowering under protocols)."""
+        lat = latency if isinstance(latency, np.ndarray) else float(latency)
+        return FlowSpec(self.cluster.route(src, dst), float(nbytes), lat, src, dst)
 
     def split_by_node(self, group: tuple[int, ...]) -> list[list[int]]:
         """The group's ranks bucketed by host, hosts in order of first appearance."""

@@ -9,7 +9,7 @@ import numpy as np
 from simcluster.collectives.base import CollectiveCall, CommContext, Phase
 from simcluster.network.flow import FlowBatch
 
-__all__ = ["send", "send_batch"]
+__all__ = ["send", "send_batch", "alltoall", "alltoall_batch"]
 
 
 def send(ctx: CommContext, call: CollectiveCall, group: tuple[int, ...]) -> list[Phase]:
@@ -28,3 +28,27 @@ def send_batch(ctx: CommContext, call: CollectiveCall) -> list[FlowBatch]:
         bad = next(g for g in call.groups if len(g) != 2)
         raise ValueError(f"p2p groups are (src, dst) pairs, got {bad}")
     return [ctx.flow_batch(flat[0::2], flat[1::2], call.nbytes)]
+
+
+def alltoall_batch(ctx: CommContext, call: CollectiveCall) -> list[FlowBatch]:
+    """All-to-all as NCCL runs it (grouped sends): every rank of a group sends
+    ``call.nbytes`` to every other rank of its group at once, one phase."""
+    src, dst = [], []
+    for g in call.groups:
+        ranks = np.asarray(g, dtype=np.int64)
+        a, b = np.meshgrid(ranks, ranks, indexing="ij")
+        off = a != b
+        src.append(a[off])
+        dst.append(b[off])
+    if not src or sum(x.size for x in src) == 0:
+        return []
+    return [ctx.flow_batch(np.concatenate(src), np.concatenate(dst), call.nbytes)]
+
+
+def alltoall(ctx: CommContext, call: CollectiveCall, group: tuple[int, ...]) -> list[Phase]:
+    """:func:`alltoall_batch` of one group, as flows."""
+    return (
+        [[ctx.flow(s, d, call.nbytes) for s in group for d in group if s != d]]
+        if len(group) > 1
+        else []
+    )

@@ -18,6 +18,8 @@ import numpy as np
 
 from simcluster.collectives import chain, halving_doubling, hierarchical, leader, p2p, ring, tree
 from simcluster.collectives.base import CollectiveCall, CommContext, Phase
+from simcluster.collectives.protocols import family_of
+from simcluster.errors import UnknownNameError
 from simcluster.network.flow import FlowBatch
 from simcluster.registry import Registry
 
@@ -51,11 +53,13 @@ ALGORITHMS: dict[str, Registry[Lowering]] = {
     "broadcast": _algorithms("broadcast", {"chain": chain.broadcast}),
     "reduce": _algorithms("reduce", {"chain": chain.reduce}),
     "p2p": _algorithms("p2p", {"direct": p2p.send}),
+    "alltoall": _algorithms("alltoall", {"direct": p2p.alltoall}),
 }
 
 #: Lowerings that build every group's flows as arrays in one call (many groups).
 BATCH_LOWERINGS: dict[tuple[str, str], Callable[[CommContext, CollectiveCall], list[FlowBatch]]] = {
     ("p2p", "direct"): p2p.send_batch,
+    ("alltoall", "direct"): p2p.alltoall_batch,
 }
 
 #: What ``auto`` chooses among, in tie-break order (NCCL's ring and tree).
@@ -85,45 +89,110 @@ def _merge(per_group: list[list[Phase]]) -> list[Phase]:
     return [[f for phases in per_group if k < len(phases) for f in phases[k]] for k in range(depth)]
 
 
-def _shape(ctx: CommContext, call: CollectiveCall, name: str) -> list[FlowBatch]:
+def _batch(flows: Phase) -> tuple[FlowBatch, np.ndarray]:
+    """A phase's flows as a batch, and their latencies as given (scalars or
+    one vector per flow while lowering under protocols)."""
+    n = len(flows)
+    lengths = np.fromiter((len(f.links) for f in flows), dtype=np.int64, count=n)
+    entry_flow = np.repeat(np.arange(n, dtype=np.int64), lengths)
+    entry_link = np.fromiter(
+        (link for f in flows for link in f.links), dtype=np.int64, count=int(lengths.sum())
+    )
+    nbytes = np.fromiter((f.nbytes for f in flows), dtype=np.float64, count=n)
+    lat = np.array([f.latency for f in flows], dtype=np.float64)
+    return FlowBatch(entry_flow, entry_link, nbytes, np.zeros(n)), lat
+
+
+def _shape(
+    ctx: CommContext, call: CollectiveCall, name: str, protocol: str | None = None
+) -> list[FlowBatch]:
     """Phases of ``call`` for one byte, as arrays; cached per cluster context.
 
     Every algorithm's bytes are linear in the message size, so the flows,
-    routes and latencies are computed once per (op, groups, algorithm, root).
+    routes and latencies are computed once per (op, groups, algorithm, root)
+    and, with protocols, for all of them in one lowering. Under a protocol
+    the flows carry ``1 / bandwidth_fraction`` wire bytes per payload byte and
+    the first phase also pays the protocol's base latency; the protocols of
+    one shape share its links, so their static max-min rates are computed once.
     """
-    key = (call.op, call.groups, name, call.root)
+    key = (call.op, call.groups, name, call.root, protocol)
     hit = ctx.shapes.get(key)
-    if hit is None:
-        unit = CollectiveCall(call.op, call.groups, 1.0, name, call.root)
+    if hit is not None:
+        return hit
+    unit = CollectiveCall(call.op, call.groups, 1.0, name, call.root)
+    with ctx.lowering(None if protocol is None else name):
         batched = BATCH_LOWERINGS.get((call.op, name))
         if batched is not None:
-            hit = batched(ctx, unit)
+            pairs = [(b, b.latency) for b in batched(ctx, unit)]
         else:
             fn = ALGORITHMS[call.op][name]
             phases = _merge([fn(ctx, unit, tuple(g)) for g in call.groups])
-            hit = [FlowBatch.from_flows(p) for p in phases if p]
+            pairs = [_batch(p) if protocol is not None else (FlowBatch.from_flows(p), None)
+                     for p in phases if p]  # fmt: skip
+    if protocol is None:
+        hit = [b for b, _ in pairs]
         ctx.shapes[key] = hit
-    return hit
+        return hit
+    fam = family_of(name)
+    for i, (pname, proto) in enumerate(ctx.protocols.items()):
+        wire = 1.0 / proto.bandwidth_fraction[fam]
+        base = proto.base_latency_s[fam]
+        out = []
+        for k, (b, lat) in enumerate(pairs):
+            lat = np.asarray(lat, dtype=np.float64)
+            col = lat[:, i] if lat.ndim == 2 else lat
+            v = FlowBatch(b.entry_flow, b.entry_link, b.nbytes * wire, col + base * (k == 0))
+            v._cache = b._cache  # same links: rates computed once for every protocol
+            out.append(v)
+        ctx.shapes[(*key[:-1], pname)] = out
+    return ctx.shapes[key]
 
 
-def _lower_with(ctx: CommContext, call: CollectiveCall, name: str) -> list[FlowBatch]:
-    return [b.scaled(call.nbytes) for b in _shape(ctx, call, name)]
+def _lower_with(
+    ctx: CommContext, call: CollectiveCall, name: str, protocol: str | None = None
+) -> list[FlowBatch]:
+    return [b.scaled(call.nbytes) for b in _shape(ctx, call, name, protocol)]
+
+
+def _protocols(ctx: CommContext, call: CollectiveCall) -> list[str | None]:
+    """Protocols to consider for ``call``: none without profile protocols."""
+    if not ctx.protocols:
+        return [None]
+    if call.protocol == "auto":
+        return list(ctx.protocols)
+    if call.protocol not in ctx.protocols:
+        raise UnknownNameError("protocol", call.protocol, [*ctx.protocols, "auto"])
+    return [call.protocol]
+
+
+def _label(name: str, protocol: str | None) -> str:
+    return name if protocol is None else f"{name}/{protocol}"
 
 
 def lower(ctx: CommContext, call: CollectiveCall) -> tuple[str, list[FlowBatch]]:
-    """(algorithm used, phases as flow batches) for ``call``."""
+    """(algorithm used, phases as flow batches) for ``call``.
+
+    The algorithm reads ``ring/LL128`` when the network profile has protocols.
+    ``auto`` (algorithm, protocol or both) takes the candidate with the least
+    estimated time, as NCCL's tuner does; ties go to the earlier candidate.
+    """
     table = ALGORITHMS[call.op]
     if call.algorithm != "auto":
         table.lookup(call.algorithm)  # unknown name: UnknownNameError
-        return call.algorithm, _lower_with(ctx, call, call.algorithm)
-    candidates = AUTO_CANDIDATES.get(call.op, (next(iter(table)),))
-    if len(candidates) == 1 or all(len(g) <= 2 for g in call.groups):
-        return candidates[0], _lower_with(ctx, call, candidates[0])
+        names: tuple[str, ...] = (call.algorithm,)
+    else:
+        names = AUTO_CANDIDATES.get(call.op, (next(iter(table)),))
+        if all(len(g) <= 2 for g in call.groups):
+            names = names[:1]
+    protocols = _protocols(ctx, call)
+    if len(names) == 1 and len(protocols) == 1:
+        return _label(names[0], protocols[0]), _lower_with(ctx, call, names[0], protocols[0])
     best: tuple[float, str, list[FlowBatch]] | None = None
-    for name in candidates:
-        phases = _lower_with(ctx, call, name)
-        t = estimate_phases(ctx, phases)
-        if best is None or t < best[0] * (1 - 1e-9):
-            best = (t, name, phases)
+    for name in names:
+        for proto in protocols:
+            phases = _lower_with(ctx, call, name, proto)
+            t = estimate_phases(ctx, phases)
+            if best is None or t < best[0] * (1 - 1e-9):
+                best = (t, _label(name, proto), phases)
     assert best is not None
     return best[1], best[2]

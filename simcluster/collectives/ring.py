@@ -12,26 +12,112 @@ every NIC carries one ring (as NCCL's channels do).
 
 from __future__ import annotations
 
-from simcluster.collectives.base import CollectiveCall, CommContext, Phase
+import numpy as np
 
-__all__ = ["ring_orders", "ring_phase", "allreduce", "allgather", "reduce_scatter"]
+from simcluster.collectives.base import CollectiveCall, CommContext, Phase
+from simcluster.collectives.channels import node_rings
+
+__all__ = [
+    "ring_orders",
+    "ring_phase",
+    "protocol_ring_latency",
+    "allreduce",
+    "allgather",
+    "reduce_scatter",
+]
 
 
 def ring_orders(ctx: CommContext, group: tuple[int, ...]) -> list[list[int]]:
-    """One rank order per channel; channel c rotates each node's ranks by c."""
+    """One rank order per channel.
+
+    A group of whole nodes follows the node's NVLink rings
+    (:func:`~simcluster.collectives.channels.node_rings`): inside one node, one
+    channel per ring; across nodes, one channel per NIC rail (as many as NICs,
+    at most the GPUs per node), each channel entering and leaving a node
+    through GPUs on NICs no other channel uses where possible (``_rail_cuts``);
+    every other node walks its ring backwards so
+    that the hop into the next node leaves through the NIC of the GPU it
+    enters (same rail). Other groups rotate each node's ranks by the channel.
+    """
     by_node = ctx.split_by_node(group)
+    rings = _node_rings(ctx)
+    R = ctx.cluster.ranks_per_node
+    whole = getattr(ctx.cluster, "template", None) is not None and all(
+        len(ranks) == R and ranks == list(range(ranks[0], ranks[0] + R)) and ranks[0] % R == 0
+        for ranks in by_node
+    )
+    if whole and len(by_node) == 1:
+        base = by_node[0][0]
+        return [[base + i for i in ring] for ring in rings]
     if len(by_node) <= 1:
         return [list(group)]
     per_node = min(len(ranks) for ranks in by_node)
     channels = max(1, min(ctx.nics_per_node, per_node))
     orders = []
+    m = len(by_node)
+    cuts = _rail_cuts(ctx, rings, channels) if whole else []
     for c in range(channels):
         order: list[int] = []
-        for ranks in by_node:
-            k = (c * len(ranks)) // channels
-            order.extend(ranks[k:] + ranks[:k])
+        for j, ranks in enumerate(by_node):
+            if whole:
+                r, k = cuts[c]
+                ring = rings[r]
+                local = ring[k:] + ring[:k]
+                if j % 2 == 1 and m % 2 == 0:
+                    local = local[::-1]
+                order.extend(ranks[0] + i for i in local)
+            else:
+                k = (c * len(ranks)) // channels
+                order.extend(ranks[k:] + ranks[:k])
         orders.append(order)
     return orders
+
+
+def _rail_cuts(ctx: CommContext, rings: list[list[int]], channels: int) -> list[tuple[int, int]]:
+    """Per channel: (ring index, entry position), spreading NICs and rings.
+
+    Channel c walks a node ring from position k to k - 1; its traffic leaves
+    and enters nodes through the NICs of those two GPUs
+    (:attr:`Cluster.rank_nic`). Each channel takes, over all rings and cuts,
+    the one whose entry and exit NICs have carried the fewest channels so far,
+    then one that enters and leaves through the same NIC (one rail for the
+    whole ring, whatever the node count), then the least used ring, then ring
+    and position order.
+    """
+    nic = ctx.cluster.template.rank_nic or [0] * ctx.cluster.ranks_per_node
+    used_in: dict[int, int] = {}
+    used_out: dict[int, int] = {}
+    ring_uses = [0] * len(rings)
+    out = []
+    for _c in range(channels):
+        best = min(
+            (
+                used_in.get(nic[ring[k]], 0) + used_out.get(nic[ring[k - 1]], 0),
+                nic[ring[k]] != nic[ring[k - 1]],
+                ring_uses[r],
+                r,
+                k,
+            )
+            for r, ring in enumerate(rings)
+            for k in range(len(ring))
+        )
+        r, k = best[-2:]
+        ring = rings[r]
+        used_in[nic[ring[k]]] = used_in.get(nic[ring[k]], 0) + 1
+        used_out[nic[ring[k - 1]]] = used_out.get(nic[ring[k - 1]], 0) + 1
+        ring_uses[r] += 1
+        out.append((r, k))
+    return out
+
+
+def _node_rings(ctx: CommContext) -> list[list[int]]:
+    hit = ctx.shapes.get(("node_rings",))
+    if hit is None:
+        template = getattr(ctx.cluster, "template", None)
+        R = ctx.cluster.ranks_per_node
+        hit = [list(range(R))] if template is None else node_rings(template)
+        ctx.shapes[("node_rings",)] = hit
+    return hit
 
 
 def ring_phase(ctx: CommContext, group: tuple[int, ...], step_bytes: float, steps: int) -> Phase:
@@ -43,10 +129,48 @@ def ring_phase(ctx: CommContext, group: tuple[int, ...], step_bytes: float, step
     share = step_bytes / len(orders)
     flows = []
     for order in orders:
+        if ctx.active is not None:
+            latency = protocol_ring_latency(ctx, order, steps)
+            for i, src in enumerate(order):
+                dst = order[(i + 1) % p]
+                flows.append(ctx.flow_with_latency(src, dst, share * steps, latency))
+            continue
         for i, src in enumerate(order):
             dst = order[(i + 1) % p]
             flows.append(ctx.flow(src, dst, share * steps, steps))
     return flows
+
+
+def protocol_ring_latency(ctx: CommContext, order: list[int], steps: int) -> np.ndarray:
+    """Latency of ``steps`` pipelined ring steps, per protocol (s, a vector).
+
+    As NCCL's tuning model: of the ``steps`` steps, ``steps * (k - 1) / (p - 1)``
+    cross the network when ``k`` of the ring's ``p`` hops leave a node (that is
+    2(nodes - 1) for an allreduce), at the protocol's ``net`` step latency;
+    the others take the mean latency of the ring's intra-node hops, at least
+    the protocol's ``net_overhead_s`` when the ring crosses nodes.
+    """
+    act = ctx.active
+    p = len(order)
+    classes = tuple(ctx.hop_class(src, order[(i + 1) % p]) for i, src in enumerate(order))
+    key = ("ring_latency", act["family"], classes, steps)
+    hit = ctx.shapes.get(key)
+    if hit is not None:
+        return hit
+    intra = [act[c] for c in classes if c != "net"]
+    inter = p - len(intra)
+    hit = ctx.shapes[key] = _ring_latency(act, intra, inter, p, steps)
+    return hit
+
+
+def _ring_latency(act: dict, intra: list, inter: int, p: int, steps: int) -> np.ndarray:
+    if inter == 0:
+        return steps * (sum(intra) / len(intra))
+    if not intra:
+        return steps * act["net"]
+    n_inter = steps * (inter - 1) / (p - 1)
+    a_intra = np.maximum(sum(intra) / len(intra), act["overhead"])
+    return (steps - n_inter) * a_intra + n_inter * act["net"]
 
 
 def allreduce(ctx: CommContext, call: CollectiveCall, group: tuple[int, ...]) -> list[Phase]:

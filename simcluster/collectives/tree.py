@@ -11,6 +11,10 @@ is the depth of the pipeline: chain length plus tree height, in messages.
 
 from __future__ import annotations
 
+import functools
+
+import numpy as np
+
 from simcluster.collectives.base import CollectiveCall, CommContext, Phase
 
 __all__ = ["binary_tree_edges", "second_tree", "allreduce"]
@@ -71,8 +75,18 @@ def allreduce(ctx: CommContext, call: CollectiveCall, group: tuple[int, ...]) ->
         hops = [(heads[c], heads[p]) for c, p in edges]
         for ranks in nodes:  # chain inside each node, towards the head
             hops += [(ranks[i + 1], ranks[i]) for i in range(len(ranks) - 1)]
-        alpha = max((ctx.alpha(a, b) for a, b in hops), default=0.0)
-        depth = (chain_len + _height(m)) * alpha
+        if ctx.active is not None:
+            # NCCL's model: chain steps at the intra-node step latency, tree
+            # levels at the network one
+            tree_hops = [(heads[c], heads[p]) for c, p in edges]
+            a_in = functools.reduce(
+                np.maximum, (ctx.alpha(a, b) for a, b in hops[len(tree_hops) :]), 0.0
+            )
+            a_net = functools.reduce(np.maximum, (ctx.alpha(a, b) for a, b in tree_hops), 0.0)
+            depth = chain_len * a_in + _height(m) * a_net
+        else:
+            alpha = max((ctx.alpha(a, b) for a, b in hops), default=0.0)
+            depth = (chain_len + _height(m)) * alpha
         up += [ctx.flow_with_latency(a, b, share, depth) for a, b in hops]
         down += [ctx.flow_with_latency(b, a, share, depth) for a, b in hops]
     return [up, down]

@@ -44,6 +44,11 @@ class NetworkProfile:
     provenance: dict[str, Any] = field(default_factory=dict)
     #: measured profiles: per scope and op, fitted ``alpha_s`` (s) and ``beta_s_per_byte``
     collectives: dict[str, Any] = field(default_factory=dict)
+    #: ``network.protocols`` as written (LL / LL128 / Simple numbers), parsed by
+    #: :func:`simcluster.collectives.protocols.parse_protocols`; empty: none
+    protocols: dict[str, Any] = field(default_factory=dict)
+    #: the file it was read from
+    file: str | None = None
 
     def describe(self) -> str:
         return f"{self.name} ({self.kind})"
@@ -162,4 +167,6 @@ def load_network_profile(name_or_path: str) -> NetworkProfile:
         link_efficiency={k: float(v) for k, v in net.get("link_efficiency", {}).items()},
         provenance=data["provenance"],
         collectives=dict(net.get("collectives", {})),
+        protocols=dict(net.get("protocols", {})),
+        file=str(path),
     )

@@ -10,7 +10,9 @@ the foundation modules (errors, registry, paths, schema, program: the op
 vocabulary) from anywhere; the foundation imports only itself. So a schedule
 never reaches the engine (SimPy) or a link, and the network never knows what a
 schedule is. Calibration imports nothing of the simulator but the profile format
-(compute), the model zoo's shapes (workload) and the progress bar, and only the
+(compute), the model zoo's shapes (workload), the progress bar and, to fit network
+profiles to nccl-tests logs, the network side's own model (topology, collectives,
+network, the simulated nccl-tests table), and only the
 ``calibrate`` command imports calibration. SimPy is for the engine and the
 network; torch is for calibration only.
 """
@@ -61,7 +63,19 @@ KNOWS: dict[str, frozenset[str]] = {
 #: importable from every layer; imports nothing above itself
 FOUNDATION = frozenset({"", "errors", "registry", "paths", "schema", "program"})
 #: what calibration may use of the simulator (besides the foundation)
-CALIBRATE_MAY_USE = frozenset({"compute", "workload", "report.progress"})
+#: (``calibrate nccl-tests`` fits a network profile with the simulator's own collective
+#: model: topology, collectives, network and the simulated nccl-tests table)
+CALIBRATE_MAY_USE = frozenset(
+    {
+        "compute",
+        "workload",
+        "report.progress",
+        "topology",
+        "collectives",
+        "network",
+        "report.nccl_tests",
+    }
+)
 #: third-party packages confined to some units
 CONFINED = {"simpy": frozenset({"engine", "network"}), "torch": frozenset({"calibrate"})}
 

@@ -24,7 +24,14 @@ from simcluster.network.flow import FlowBatch, FlowSpec
 from simcluster.network.maxmin import concat_ranges, maxmin_rates
 from simcluster.registry import Registry
 
-__all__ = ["NetworkBackend", "MaxMinNetwork", "ClosedFormNetwork", "make_network", "BACKENDS"]
+__all__ = [
+    "NetworkBackend",
+    "MaxMinNetwork",
+    "ClosedFormNetwork",
+    "make_network",
+    "BACKENDS",
+    "run_phases",
+]
 
 _REL_DONE = 1e-9  # a flow whose remaining bytes fall below this fraction is done
 
@@ -291,3 +298,18 @@ def make_network(
 ) -> NetworkBackend:
     """Backend by name: ``maxmin`` or ``closed-form``."""
     return BACKENDS.lookup(name)(env, capacity, inter_node_link)
+
+
+def run_phases(name: str, capacity: np.ndarray, inter_node_link: np.ndarray, phases: list) -> float:
+    """Seconds to run ``phases`` (flow batches) one after another on a fresh network
+    ``name`` (``maxmin`` or ``closed-form``) over links of ``capacity`` bytes/s."""
+    env = simpy.Environment()
+    net = make_network(name, env, capacity, inter_node_link)
+
+    def proc():
+        for phase in phases:
+            yield net.transfer(phase)
+
+    env.process(proc())
+    env.run()
+    return float(env.now)

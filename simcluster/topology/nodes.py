@@ -120,10 +120,15 @@ class NodeTemplate:
     def compute_paths(self, affinity: Sequence[int] | None = None) -> None:
         """Fill ``pair_path``, ``rank_nic``, ``rank_to_nic``, ``nic_to_rank``.
 
-        Paths minimise hop count, ties broken by lower total latency and then by
-        construction order. Ranks never forward traffic for other ranks (CUDA
-        peer copies do not hop through a third GPU), so transit vertices are
-        sockets, PCIe switches, NVSwitches and NICs. The NIC of a rank is
+        Rank-to-rank paths follow capacity, as NCCL's topology search does
+        (its path types NVL < NVB < PIX/PXB/PHB/SYS): a path over NVLink /
+        NVSwitch links alone wins over any path that touches PCIe or QPI; among
+        those, fewer GPUs in the middle win (NCCL's NVB: a GPU forwards NVLink
+        traffic), then the widest
+        bottleneck bandwidth, then the lower total latency, then fewer hops,
+        then construction order. Without an NVLink path, paths cross only
+        sockets, PCIe switches and NICs (CUDA peer copies over PCIe do not hop
+        through a third GPU) and minimise hop count, then latency. The NIC of a rank is
         ``affinity[rank]`` when given, else the nearest NIC (ties: the NIC whose
         index is closest to ``local * nics // ranks``).
         """
@@ -171,6 +176,7 @@ class NodeTemplate:
             return tuple(index[(vs[i], vs[i + 1])] for i in range(len(vs) - 1))
 
         R = len(self.ranks)
+        nv_best = _nvlink_paths(g, self.ranks)
         self.pair_path = []
         for a in self.ranks:
             row = []
@@ -178,7 +184,7 @@ class NodeTemplate:
                 if a == b:
                     row.append(())
                     continue
-                p = best(a, b)
+                p = nv_best.get((a, b)) or best(a, b)
                 if p is None:
                     raise ValueError(f"template {self.name}: no path from {a} to {b}")
                 row.append(to_ids(p))
@@ -211,6 +217,41 @@ class NodeTemplate:
             self.rank_nic.append(j)
             self.rank_to_nic.append(to_ids(p))
             self.nic_to_rank.append(to_ids(list(reversed(p))))
+
+
+#: Link kinds that carry NVLink traffic (direct GPU links and NVSwitch ports).
+NVLINK_KINDS = frozenset({"nvlink", "nvswitch"})
+
+
+def _nvlink_paths(g: nx.Graph, ranks: Sequence[str], max_hops: int = 4) -> dict:
+    """Best all-NVLink path per ordered rank pair that has one (vertex lists).
+
+    Order: fewer GPU relays, wider bottleneck (bytes/s), lower
+    latency (s), fewer hops; paths of at most ``max_hops`` links (an NVSwitch
+    hop is two links, GPU -> switch -> GPU).
+    """
+    nv = nx.Graph()
+    nv.add_edges_from((u, v, a) for u, v, a in g.edges(data=True) if a.get("kind") in NVLINK_KINDS)
+    rank_set = set(ranks)
+    out: dict[tuple[str, str], list[str]] = {}
+    for a in ranks:
+        if a not in nv:
+            continue
+        for b in ranks:
+            if b == a or b not in nv:
+                continue
+            best_key, best_path = None, None
+            for path in nx.all_simple_paths(nv, a, b, cutoff=max_hops):
+                hops = list(zip(path[:-1], path[1:], strict=True))
+                relay = sum(v in rank_set for v in path[1:-1])
+                width = min(nv[u][v]["bandwidth"] for u, v in hops)
+                lat = sum(nv[u][v]["latency"] for u, v in hops)
+                key = (relay, -width, round(lat, 15), len(hops))
+                if best_key is None or key < best_key:
+                    best_key, best_path = key, path
+            if best_path is not None:
+                out[(a, b)] = best_path
+    return out
 
 
 # ----------------------------------------------------------------------- host

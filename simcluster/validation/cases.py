@@ -25,7 +25,9 @@ field), ``ratio`` (a field of one record over the same or another field of
 another), ``segments`` (a per-segment value aggregated over the run),
 ``segment_share`` (one breakdown category's share of several),
 ``segment_ratio`` (two aggregated segment values), ``collective`` (one
-collective alone on the scenario's cluster).
+collective alone on the scenario's cluster), ``nccl_tests`` (one row of the
+simulated nccl-tests table: ``nccl_op``, ``nbytes`` = size, ``gpus``,
+``value`` = ``busbw_GBps`` or ``time_us``).
 """
 
 from __future__ import annotations
@@ -59,7 +61,9 @@ class Select(StrictModel):
 
 
 class Metric(StrictModel):
-    kind: Literal["field", "ratio", "segments", "segment_share", "segment_ratio", "collective"]
+    kind: Literal[
+        "field", "ratio", "segments", "segment_share", "segment_ratio", "collective", "nccl_tests"
+    ]
     # field / segments / segment_share / segment_ratio
     schedule: str | None = None
     gpus: int | None = Field(None, ge=1)
@@ -80,6 +84,9 @@ class Metric(StrictModel):
     op: Literal["allreduce", "allgather", "broadcast", "reduce_scatter"] | None = None
     nbytes: float | Literal["model_fp32", "model_fp16"] | None = None
     algorithm: str = "auto"
+    # nccl_tests: an nccl-tests binary's row (op, nbytes = its size column, gpus;
+    # value: busbw_GBps or time_us)
+    nccl_op: str | None = None
     # every kind
     scale: float = Field(1.0, gt=0, description="multiplies the prediction (unit change)")
 
@@ -92,6 +99,7 @@ class Metric(StrictModel):
             "segment_share": ("schedule", "categories", "share_of"),
             "segment_ratio": ("schedule", "num_value", "den_value"),
             "collective": ("op", "nbytes", "gpus"),
+            "nccl_tests": ("nccl_op", "nbytes", "gpus", "value"),
         }[self.kind]
         missing = [k for k in need if getattr(self, k) is None]
         if self.kind == "ratio" and self.field is None and self.value is None:

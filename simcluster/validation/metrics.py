@@ -13,7 +13,7 @@ from typing import Any
 from simcluster.errors import SimclusterError
 from simcluster.validation.cases import Metric, Select
 
-__all__ = ["MetricError", "find_record", "read_metric", "collective_time"]
+__all__ = ["MetricError", "find_record", "read_metric", "collective_time", "nccl_tests_value"]
 
 
 class MetricError(SimclusterError, ValueError):
@@ -132,3 +132,29 @@ def collective_time(m: Metric, sc) -> tuple[float, str]:
     prog.add(collective("c", call, m.op))
     trace = sim.run([prog])
     return trace.end_time, f"{netp.describe()} [network only]"
+
+
+def nccl_tests_value(m: Metric, sc) -> tuple[float, str]:
+    """One row of the simulated nccl-tests table on the scenario's cluster.
+
+    ``m.gpus`` must fill whole nodes; ``m.value`` names the column
+    (``busbw_GBps``, ``algbw_GBps`` or ``time_us``).
+    """
+    from simcluster.collectives import CommContext
+    from simcluster.compute import load_network_profile
+    from simcluster.report.nccl_tests import NCCL_TEST_OPS, run_nccl_tests
+    from simcluster.topology import load_topology
+
+    if m.nccl_op not in NCCL_TEST_OPS:
+        raise MetricError(f"nccl_op {m.nccl_op!r} unknown (have {', '.join(NCCL_TEST_OPS)})")
+    if m.value not in ("busbw_GBps", "algbw_GBps", "time_us"):
+        raise MetricError(f"value {m.value!r}: use busbw_GBps, algbw_GBps or time_us")
+    per_node = load_topology(sc.topology, num_nodes=1).ranks_per_node
+    gpus = int(m.gpus)
+    if gpus % per_node:
+        raise MetricError(f"{gpus} GPUs do not fill nodes of {per_node}")
+    cluster = load_topology(sc.topology, num_nodes=gpus // per_node)
+    netp = load_network_profile(sc.network_profile)
+    ctx = CommContext.from_profile(cluster, netp)
+    row = run_nccl_tests(ctx, m.nccl_op, [int(m.nbytes)], sc.network_model, m.algorithm)[0]
+    return float(row[m.value]), f"{netp.describe()} [network only, {row['algorithm']}]"

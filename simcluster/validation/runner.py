@@ -22,9 +22,17 @@ import yaml
 from simcluster.errors import UserError
 from simcluster.paths import project_root
 from simcluster.validation.cases import Case, ReferenceFile
-from simcluster.validation.metrics import MetricError, collective_time, read_metric
+from simcluster.validation.metrics import (
+    MetricError,
+    collective_time,
+    nccl_tests_value,
+    read_metric,
+)
 
 __all__ = ["CaseResult", "run_cases", "resolve_scenario"]
+
+#: metric kinds that simulate the network alone (no study run)
+NETWORK_ONLY = ("collective", "nccl_tests")
 
 Progress = Callable[[int, int, str], None]
 
@@ -84,7 +92,7 @@ def resolve_scenario(path: str) -> Path:
 
 def _group_key(case: Case) -> str:
     return json.dumps(
-        [case.scenario, case.overrides, sorted(case.requires), case.metric.kind == "collective"],
+        [case.scenario, case.overrides, sorted(case.requires), case.metric.kind in NETWORK_ONLY],
         sort_keys=True,
         default=str,
     )
@@ -149,7 +157,7 @@ def _run_group(
     try:
         fitted_ids = _fitted_ids(sc)
         records = None
-        if cases[0].metric.kind != "collective":
+        if cases[0].metric.kind not in NETWORK_ONLY:
             records = run_scenario(sc).records
     except Exception as exc:  # noqa: BLE001 - report, do not stop the other cases
         msg = str(exc) if isinstance(exc, UserError) else f"{type(exc).__name__}: {exc}"
@@ -159,6 +167,8 @@ def _run_group(
         try:
             if c.metric.kind == "collective":
                 value, profiles = collective_time(c.metric, sc)
+            elif c.metric.kind == "nccl_tests":
+                value, profiles = nccl_tests_value(c.metric, sc)
             else:
                 value = read_metric(c.metric, records)
                 rec = records[0]

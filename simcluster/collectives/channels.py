@@ -1,0 +1,106 @@
+"""NCCL-like channels: ring orders searched along NVLink inside a node.
+
+NCCL builds several *channels*, each a ring through the node's GPUs that uses
+NVLink wherever it can, and splits every collective's bytes over them. On a
+mesh (the DGX-1 hybrid cube-mesh, fully connected 4-GPU boards) rank order is
+not such a ring (0 -> 5 has no NVLink) and one ring leaves most NVLinks idle.
+
+:func:`node_rings` searches the node template once: every Hamiltonian cycle
+over direct NVLink links (both directions), then greedily the set of directed
+cycles that minimises the time to move one byte split evenly over them,
+``max over links (channels on the link / channels) / link bandwidth``, adding
+the best next ring up to :data:`MAX_RINGS` and keeping the shortest prefix
+with the least time. Nodes without direct NVLinks
+(NVSwitch, PCIe) keep rank order: every order is as good there.
+
+Units: bandwidth bytes/s per direction.
+"""
+
+from __future__ import annotations
+
+__all__ = ["node_rings", "hamiltonian_cycles"]
+
+#: Enumeration bound (cycles, not channels) so that large meshes stay cheap.
+MAX_CYCLES = 20000
+#: Most channels the search returns (NCCL's MAXCHANNELS is 32; 16 rings suffice here).
+MAX_RINGS = 16
+
+
+def hamiltonian_cycles(adj: list[list[int]], limit: int = MAX_CYCLES) -> list[tuple[int, ...]]:
+    """Undirected Hamiltonian cycles of a graph on 0..n-1 (each once, from 0).
+
+    adj: neighbour lists. A cycle is listed once: starting at 0, with its
+    second vertex smaller than its last. At most ``limit`` cycles.
+    """
+    n = len(adj)
+    if n < 3:
+        return []
+    out: list[tuple[int, ...]] = []
+    path = [0]
+    used = [False] * n
+    used[0] = True
+
+    def dfs() -> bool:
+        if len(out) >= limit:
+            return False
+        u = path[-1]
+        if len(path) == n:
+            if 0 in adj[u] and path[1] < path[-1]:
+                out.append(tuple(path))
+            return True
+        for v in adj[u]:
+            if not used[v]:
+                used[v] = True
+                path.append(v)
+                dfs()
+                path.pop()
+                used[v] = False
+        return True
+
+    dfs()
+    return out
+
+
+def node_rings(template) -> list[list[int]]:
+    """Local rank orders, one per intra-node channel (see module doc)."""
+    R = template.ranks_per_node
+    index = {v: i for i, v in enumerate(template.ranks)}
+    cap: dict[tuple[int, int], float] = {}
+    for u, v, a in template.edges:
+        if a["kind"] == "nvlink" and u in index and v in index:
+            i, j = index[u], index[v]
+            cap[(i, j)] = cap[(j, i)] = float(a["bandwidth"])
+    if R < 3 or not cap:
+        return [list(range(R))]
+    adj = [sorted(j for (i, j) in cap if i == k) for k in range(R)]
+    cycles = hamiltonian_cycles(adj)
+    if not cycles:
+        return [list(range(R))]
+    directed = []
+    for c in cycles:
+        directed.append(list(c))
+        directed.append([c[0], *reversed(c[1:])])
+
+    def edges(order: list[int]) -> list[tuple[int, int]]:
+        return [(order[i], order[(i + 1) % R]) for i in range(R)]
+
+    load: dict[tuple[int, int], int] = {}
+    chosen: list[list[int]] = []
+    times: list[float] = []
+    while len(chosen) < MAX_RINGS:
+        pick, pick_time = None, float("inf")
+        k = len(chosen) + 1
+        for order in directed:
+            for e in edges(order):
+                load[e] = load.get(e, 0) + 1
+            worst = max(n / cap[e] for e, n in load.items())
+            for e in edges(order):
+                load[e] -= 1
+            if worst / k < pick_time * (1 - 1e-9):
+                pick, pick_time = order, worst / k
+        chosen.append(pick)
+        times.append(pick_time)
+        for e in edges(pick):
+            load[e] = load.get(e, 0) + 1
+    best = min(range(len(times)), key=lambda i: (times[i] * (1 + 1e-9), i))
+    return chosen[: best + 1]

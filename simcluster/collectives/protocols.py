@@ -1,0 +1,141 @@
+"""NCCL's wire protocols (LL, LL128, Simple) as network-profile data.
+
+A protocol changes two things about a collective, as in NCCL's tuning model:
+
+- bandwidth: the fraction of the link rate that carries payload
+  (``bandwidth_fraction``; LL sends a 4-byte flag with every 4 data bytes,
+  LL128 8 flag bytes per 128-byte line). The simulator moves
+  ``nbytes / fraction`` bytes on the wire, so contention stays exact.
+- latency: a base latency per collective (``base_latency_s``) and a latency
+  per pipeline step (``hop_latency_s``) that depends on what the step
+  crosses: ``nvlink`` (NVLink or NVSwitch only), ``pcie`` (anything else
+  inside a node) or ``net`` (between nodes). These replace the path latency
+  plus ``per_message_overhead_s`` that a profile without protocols uses.
+  ``net_overhead_s`` is the floor of an intra-node step's latency in a ring
+  that also crosses nodes (NCCL's proxy overhead).
+
+Each value is given per algorithm family: ``tree`` (double binary tree) and
+``ring`` (everything else: rings, chains, point-to-point). Times in seconds.
+
+The profile's ``network.protocols`` section::
+
+    {"source": "...", "LL": {"bandwidth_fraction": {"ring": 0.5, "tree": 0.24},
+     "base_latency_s": {"ring": 6.6e-6, "tree": 6.8e-6},
+     "hop_latency_s": {"ring": {"nvlink": 6e-7, "pcie": 1e-6, "net": 2.7e-6},
+                       "tree": {...}}, "net_overhead_s": 1e-6}, "LL128": ..., "Simple": ...}
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from simcluster.errors import ConfigError, did_you_mean
+
+__all__ = [
+    "FAMILIES",
+    "HOP_CLASSES",
+    "PROTOCOL_NAMES",
+    "Protocol",
+    "family_of",
+    "parse_protocols",
+]
+
+#: Protocol names in NCCL's order (tie-break order of ``auto``).
+PROTOCOL_NAMES = ("LL", "LL128", "Simple")
+#: Algorithm families a protocol's numbers are given for.
+FAMILIES = ("ring", "tree")
+#: What one pipeline step crosses.
+HOP_CLASSES = ("nvlink", "pcie", "net")
+
+#: Algorithms scheduled like NCCL's tree; every other one like its ring.
+_TREE_ALGORITHMS = frozenset({"tree"})
+
+
+def family_of(algorithm: str) -> str:
+    """The protocol family (``ring`` or ``tree``) of a registry algorithm name."""
+    return "tree" if algorithm in _TREE_ALGORITHMS else "ring"
+
+
+@dataclass(frozen=True)
+class Protocol:
+    """One protocol's numbers (see module doc). Seconds; fractions in (0, 1]."""
+
+    name: str
+    bandwidth_fraction: dict[str, float]
+    base_latency_s: dict[str, float]
+    hop_latency_s: dict[str, dict[str, float]]
+    net_overhead_s: float = 0.0
+
+    def hop(self, family: str, hop_class: str) -> float:
+        return self.hop_latency_s[family][hop_class]
+
+
+def _number(file: str | None, path: str, value: Any, low: float, high: float) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ConfigError(file, path, value, "must be a number", f"{low}..{high}")
+    if not low <= float(value) <= high:
+        raise ConfigError(file, path, value, "out of range", f"{low}..{high}")
+    return float(value)
+
+
+def _keys(file: str | None, path: str, d: Any, allowed: tuple[str, ...], required: bool) -> dict:
+    if not isinstance(d, dict):
+        raise ConfigError(file, path, d, "must be a mapping", ", ".join(allowed))
+    for k in d:
+        if k not in allowed:
+            raise ConfigError(
+                file, f"{path}.{k}", k, "unknown key", allowed, did_you_mean(str(k), allowed)
+            )
+    if required:
+        for k in allowed:
+            if k not in d:
+                raise ConfigError(file, f"{path}.{k}", None, "missing field", ", ".join(allowed))
+    return d
+
+
+def parse_protocols(data: Any, file: str | None = None) -> dict[str, Protocol]:
+    """The ``network.protocols`` section as :class:`Protocol` objects, checked.
+
+    Raises :class:`ConfigError` naming the field path on anything malformed.
+    Protocols absent from the section are not offered to ``auto``.
+    """
+    base = "network.protocols"
+    _keys(file, base, data, ("source", *PROTOCOL_NAMES), required=False)
+    out: dict[str, Protocol] = {}
+    for name in PROTOCOL_NAMES:
+        if name not in data:
+            continue
+        p = f"{base}.{name}"
+        d = _keys(
+            file,
+            p,
+            data[name],
+            ("bandwidth_fraction", "base_latency_s", "hop_latency_s", "net_overhead_s"),
+            required=False,
+        )
+        for k in ("bandwidth_fraction", "base_latency_s", "hop_latency_s"):
+            if k not in d:
+                raise ConfigError(file, f"{p}.{k}", None, "missing field", "one value per family")
+        frac = {
+            f: _number(file, f"{p}.bandwidth_fraction.{f}", v, 1e-3, 1.0)
+            for f, v in _keys(file, f"{p}.bandwidth_fraction", d["bandwidth_fraction"],
+                              FAMILIES, True).items()
+        }  # fmt: skip
+        base_lat = {
+            f: _number(file, f"{p}.base_latency_s.{f}", v, 0.0, 1.0)
+            for f, v in _keys(file, f"{p}.base_latency_s", d["base_latency_s"],
+                              FAMILIES, True).items()
+        }  # fmt: skip
+        hops: dict[str, dict[str, float]] = {}
+        for f, per in _keys(file, f"{p}.hop_latency_s", d["hop_latency_s"], FAMILIES, True).items():
+            q = f"{p}.hop_latency_s.{f}"
+            hops[f] = {
+                c: _number(file, f"{q}.{c}", v, 0.0, 1.0)
+                for c, v in _keys(file, q, per, HOP_CLASSES, True).items()
+            }
+        net = _number(file, f"{p}.net_overhead_s", d.get("net_overhead_s", 0.0), 0.0, 1.0)
+        out[name] = Protocol(name, frac, base_lat, hops, net)
+    if not out:
+        raise ConfigError(file, base, data, "names no protocol", ", ".join(PROTOCOL_NAMES))
+    return out

@@ -1,0 +1,112 @@
+"""Channels along NVLink, rails between nodes, and LL/LL128/Simple protocols."""
+
+from __future__ import annotations
+
+import pytest
+
+from simcluster.collectives import CollectiveCall, CommContext, estimate_phases, lower
+from simcluster.collectives.channels import hamiltonian_cycles, node_rings
+from simcluster.collectives.protocols import parse_protocols
+from simcluster.collectives.ring import ring_orders
+from simcluster.compute import load_network_profile
+from simcluster.errors import ConfigError
+from simcluster.topology import load_topology
+from simcluster.topology.nodes import NVLINK_KINDS
+
+
+def _ctx(topology: str, nodes: int, profile: str = "nccl-spec") -> CommContext:
+    return CommContext.from_profile(
+        load_topology(topology, num_nodes=nodes), load_network_profile(profile)
+    )
+
+
+def test_hamiltonian_cycles_of_k4():
+    adj = [[j for j in range(4) if j != i] for i in range(4)]
+    assert sorted(hamiltonian_cycles(adj)) == [(0, 1, 2, 3), (0, 1, 3, 2), (0, 2, 1, 3)]
+
+
+@pytest.mark.parametrize("topology", ["dgx1-v100", "puhti", "dgx-a100", "dgx2"])
+def test_single_node_rings_stay_on_nvlink(topology):
+    ctx = _ctx(topology, 1)
+    c = ctx.cluster
+    orders = ring_orders(ctx, tuple(range(c.ranks_per_node)))
+    for order in orders:
+        assert sorted(order) == list(range(c.ranks_per_node))
+        for i, a in enumerate(order):
+            b = order[(i + 1) % len(order)]
+            assert {c.link_kind[x] for x in c.route(a, b)} <= NVLINK_KINDS
+
+
+def test_dgx1_rings_use_direct_nvlinks_and_several_channels():
+    c = load_topology("dgx1-v100", num_nodes=1)
+    rings = node_rings(c.template)
+    assert len(rings) > 1
+    for ring in rings:
+        for i, a in enumerate(ring):
+            assert len(c.route(a, ring[(i + 1) % 8])) == 1  # a direct NVLink, no relay
+
+
+@pytest.mark.parametrize("topology,nodes", [("dgx-a100", 2), ("dgx-a100", 4), ("dgx1-v100", 2)])
+def test_multi_node_rings_stay_on_one_rail_and_spread_nics(topology, nodes):
+    ctx = _ctx(topology, nodes)
+    c = ctx.cluster
+    orders = ring_orders(ctx, tuple(range(c.num_ranks)))
+    assert len(orders) == c.nics_per_node
+    out_nics = {}
+    for order in orders:
+        for i, a in enumerate(order):
+            b = order[(i + 1) % len(order)]
+            if c.rank_node[a] != c.rank_node[b]:
+                assert c.rank_nic[a].split(".")[1] == c.rank_nic[b].split(".")[1]
+                out_nics[c.rank_nic[a]] = out_nics.get(c.rank_nic[a], 0) + 1
+    assert max(out_nics.values()) == 1  # one channel per NIC and direction
+
+
+def test_protocol_ring_time_is_nccl_closed_form_on_one_node():
+    """8-byte ring LL allreduce on one NVSwitch node: base + 2(P-1) hops."""
+    ctx = _ctx("dgx-a100", 1)
+    p = ctx.protocols["LL"]
+    call = CollectiveCall("allreduce", (tuple(range(8)),), 8.0, "ring", protocol="LL")
+    name, phases = lower(ctx, call)
+    assert name == "ring/LL"
+    want = p.base_latency_s["ring"] + 14 * p.hop("ring", "nvlink")
+    assert estimate_phases(ctx, phases) == pytest.approx(want, rel=1e-3)
+
+
+def test_auto_picks_low_latency_protocol_small_and_simple_large():
+    ctx = _ctx("dgx-a100", 2)
+    group = (tuple(range(16)),)
+    small, _ = lower(ctx, CollectiveCall("allreduce", group, 8.0))
+    large, _ = lower(ctx, CollectiveCall("allreduce", group, float(1 << 30)))
+    assert small.endswith("/LL")
+    assert large == "ring/Simple"
+
+
+def test_profile_without_protocols_keeps_bare_algorithm_names():
+    ctx = _ctx("dgx-a100", 1, "mpi-spec")
+    name, _ = lower(ctx, CollectiveCall("allreduce", (tuple(range(8)),), 8.0, "ring"))
+    assert name == "ring"
+
+
+def test_bad_protocol_section_is_a_config_error():
+    good = load_network_profile("nccl-spec").protocols
+    bad = {**good, "LL": {**good["LL"], "bandwidth_fraction": {"ring": 2.0, "tree": 0.2}}}
+    with pytest.raises(ConfigError, match=r"network.protocols.LL.bandwidth_fraction.ring"):
+        parse_protocols(bad, "x.json")
+    with pytest.raises(ConfigError, match="did you mean 'LL128'"):
+        parse_protocols({"LL12": {}}, "x.json")
+
+
+def test_protocol_choice_shows_in_trace_breakdown():
+    from simcluster.engine import Engine
+    from simcluster.program import RankClass, collective
+
+    ctx = _ctx("dgx-a100", 1)
+    ranks = tuple(range(8))
+    prog = RankClass("all", ranks)
+    prog.add(collective("small", CollectiveCall("allreduce", (ranks,), 8.0), "allreduce"))
+    prog.add(collective("big", CollectiveCall("allreduce", (ranks,), float(1 << 30)), "allreduce"))
+    trace = Engine(ctx).run([prog])
+    labels = trace.by_algorithm()
+    assert "ring/LL" in labels and "ring/Simple" in labels
+    assert sum(labels.values()) == pytest.approx(trace.end_time)
