@@ -24,6 +24,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from simcluster.compute.precision import describe_key
     from simcluster.report import (
         ProgressBar,
         plot_breakdown,
@@ -34,7 +35,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         write_csv,
         write_json,
     )
-    from simcluster.scenario import load_scenario
+    from simcluster.scenario import load_scenario, resolved_precision
     from simcluster.study import run_scenario
 
     sc = load_scenario(args.scenario)
@@ -65,7 +66,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     print(
         f"model {sc.workload.model or '(none: sparse DNN from the schedule options)'}, "
         f"batch {sc.workload.batch_per_gpu}/GPU, "
-        f"{sc.workload.precision}, topology {sc.topology}, {sc.study.kind} scaling\n"
+        f"{describe_key(resolved_precision(sc.workload))}, optimizer {sc.workload.optimizer}, "
+        f"topology {sc.topology}, {sc.study.kind} scaling\n"
     )
     print(scaling_table(result.records))
     for title, headers, rows in table1_tables(sc, result.records):

@@ -30,6 +30,7 @@ from simcluster.scenario import (
     resolved_dataset_size,
     resolved_input_size,
     resolved_num_classes,
+    resolved_precision,
 )
 from simcluster.schedules import BuildContext, RunShape, get_schedule
 from simcluster.topology import load_topology
@@ -211,10 +212,11 @@ def run_scenario(
                 model,
                 profile,
                 w.batch_per_gpu,
-                w.precision,
+                resolved_precision(w),
                 w.grad_accumulation,
                 sc.seed,
                 comm_estimator(engine),
+                w.optimizer,
             )
             run = RunShape(steps, math.ceil(last / w.grad_accumulation), w.epochs)
             metrics, seg_traces = simulate_plan(

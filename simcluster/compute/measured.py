@@ -34,6 +34,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from simcluster.compute.precision import PEAK_NAMES, describe_key, is_amp, required_peak
 from simcluster.compute.profile import (
     KERNEL_FAMILIES,
     PASSES,
@@ -179,11 +180,12 @@ def layer_features(
 
     ``flops`` is the layer's forward FLOPs times the batch for every pass (each pass's
     coefficient absorbs its own ratio); ``bytes`` counts activations in and out at the
-    precision's width (4 bytes fp32, 2 amp) plus the weights (the fp32 weight gradient in
-    ``bwd_weight``); ``bytes_spill`` is the part of ``bytes`` beyond ``cache_bytes`` (the
-    cache a pass runs in; data that does not fit comes from slower memory).
+    precision's width (4 bytes fp32 / tf32, 2 under autocast: ``amp``, ``amp_bf16``) plus
+    the weights (the fp32 weight gradient in ``bwd_weight``); ``bytes_spill`` is the part
+    of ``bytes`` beyond ``cache_bytes`` (the cache a pass runs in; data that does not fit
+    comes from slower memory).
     """
-    a = 2 if precision == "amp" else 4
+    a = 2 if is_amp(precision) else 4
     act = (layer.in_elems + layer.out_elems) * batch * a
     if layer.op == "embedding":  # the input is indices, not activations
         act = (layer.in_elems * 8 + layer.out_elems * a) * batch
@@ -262,6 +264,26 @@ def kernel_features(
 # ----------------------------------------------------------------------------- profile
 
 
+def _memory_bytes(dev: Any, file: str) -> float | None:
+    """Device memory: ``device.roofline.memory_bytes``, else the spec sheet's."""
+    roof = dev.get("roofline", {}) if isinstance(dev, dict) else {}
+    mem = roof.get("memory_bytes") if isinstance(roof, dict) else None
+    if mem is None and isinstance(dev, dict) and dev.get("spec_profile"):
+        from simcluster.compute.loader import read_profile_data
+
+        try:
+            spec = read_profile_data(str(dev["spec_profile"]))
+        except ConfigError:
+            return None
+        mem = spec.get("device", {}).get("memory_bytes")
+    if mem is None:
+        return None
+    try:
+        return float(mem)
+    except (TypeError, ValueError):
+        raise ConfigError(file, "device.roofline.memory_bytes", mem, "must be a number") from None
+
+
 def _get(data: Any, path: tuple[str, ...], file: str, prefix: str) -> Any:
     cur = data
     walked = prefix
@@ -292,6 +314,8 @@ class MeasuredProfile(DeviceProfile):
         file: str = "<memory>",
         kernel_sources: dict[str, str] | None = None,
         cache_bytes: float = 0.0,
+        peak_flops: dict[str, float] | None = None,
+        memory_bytes: float | None = None,
     ) -> None:
         self.name = name
         self.kind = kind
@@ -303,6 +327,12 @@ class MeasuredProfile(DeviceProfile):
         self.kernel_sources = kernel_sources or {}
         #: bytes of cache a layer pass runs in (``bytes_spill`` starts beyond it)
         self.cache_bytes = cache_bytes
+        #: the device's peak FLOP/s keys (``device.roofline.peak_flops``): which tensor
+        #: cores it has (a derived profile carries its target's spec sheet)
+        self.peak_flops = dict(peak_flops or {})
+        #: device memory in bytes (``device.roofline.memory_bytes``, else the spec sheet
+        #: ``device.spec_profile`` names); None when neither says
+        self.memory_bytes = memory_bytes
 
     # -- loading ----------------------------------------------------------------------
     @classmethod
@@ -379,18 +409,37 @@ class MeasuredProfile(DeviceProfile):
             raise ConfigError(
                 file, "device.roofline.cache_bytes", cache, "must be a number"
             ) from None
+        roof = dev.get("roofline", {}) if isinstance(dev, dict) else {}
+        peaks = roof.get("peak_flops", {}) if isinstance(roof, dict) else {}
         return cls(
             data["name"], data["kind"], data["provenance"], compute, kernels, alias, file, sources,
-            cache,
+            cache, peaks if isinstance(peaks, dict) else {}, _memory_bytes(dev, file),
         )  # fmt: skip
 
     # -- DeviceProfile -----------------------------------------------------------------
+    def precision_problem(self, precision: str) -> str | None:
+        """Why compute key ``precision`` cannot be timed here (None when it can)."""
+        if precision in self.compute:
+            return None
+        need = required_peak(precision)
+        if self.kind == "derived" and need not in self.peak_flops:
+            return (
+                f"device of profile {self.name!r} has no {PEAK_NAMES.get(need, need)} "
+                f"(device.roofline.peak_flops lists {', '.join(sorted(self.peak_flops))}), "
+                f"so it cannot run {describe_key(precision)}"
+            )
+        return (
+            f"profile {self.name!r} has no {describe_key(precision)} fits "
+            f"(device.compute.{precision} is missing; it has {', '.join(self.compute)}): "
+            f"calibrate with --precisions fp32,{precision} on the device, derive them from a "
+            f"profile that has them (simcluster calibrate derive), or simulate at fp32"
+        )
+
     def _compute_fit(self, layer, precision: str, pass_: str) -> Fit:
         if precision not in self.compute:
             raise ConfigError(
                 self.file, f"device.compute.{precision}", None,
-                f"profile {self.name!r} has no {precision} fits; calibrate with "
-                f"--precisions fp32,{precision} or simulate at fp32",
+                self.precision_problem(precision) or "missing field",
             )  # fmt: skip
         table = self.compute[precision]
         variant = layer_variant(layer)
@@ -418,7 +467,7 @@ class MeasuredProfile(DeviceProfile):
             path = ("memcpy", self.memcpy_alias[path[1]])
         return self.kernels[path](kernel_features(family, params, self.cache_bytes))
 
-    def optimizer_time(self, num_params: int, precision: str) -> float:
+    def sgd_time(self, num_params: float) -> float:
         """Seconds for an SGD-with-momentum step over ``num_params`` fp32 parameters."""
         return self.kernel_time("optimizer", num_params=num_params)
 

@@ -1,0 +1,134 @@
+"""Precisions as PyTorch runs them: fp32, tf32, amp (fp16 / bf16) and what a device has."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from simcluster.cli import main
+from simcluster.compute import load_profile
+from simcluster.compute.precision import activation_bytes, compute_key, peak_key
+from simcluster.errors import ConfigError
+from simcluster.scenario import parse_scenario
+from simcluster.workload import build_model
+
+ROOT = Path(__file__).resolve().parents[1]
+PUHTI = ROOT / "scenarios" / "puhti64.yaml"
+
+
+def scenario(profile: str, topology: str = "dgx-a100", **workload) -> dict:
+    d = yaml.safe_load(PUHTI.read_text())
+    d["profile"] = profile
+    d["topology"] = topology
+    d["schedules"] = [{"name": "ddp"}]
+    d["study"] = {"kind": "single", "gpus": [1]}
+    d["workload"].update(model="resnet50", input_size=64, batch_per_gpu=32, epochs=1)
+    d["workload"].update(workload)
+    return d
+
+
+def test_compute_keys():
+    assert compute_key("fp32") == "fp32"
+    assert compute_key("tf32") == "tf32"
+    assert compute_key("amp") == "amp"
+    assert compute_key("amp", "bf16") == "amp_bf16"
+    assert peak_key("tf32", "conv") == "tf32_tensor"
+    assert peak_key("tf32", "norm") == "fp32"
+    assert peak_key("amp_bf16", "linear") == "bf16_tensor"
+    # autocast: layer norm runs in fp32, the rest follows the half input
+    assert activation_bytes("amp", "norm", "layernorm") == 4
+    assert activation_bytes("amp", "norm", "batchnorm") == 2
+    assert activation_bytes("amp", "elementwise") == 2
+    assert activation_bytes("tf32", "conv") == 4
+
+
+@pytest.mark.parametrize(
+    ("workload", "field", "words"),
+    [
+        ({"precision": "tf32"}, "workload.precision", "TF32 tensor cores"),
+        ({"precision": "amp", "amp_dtype": "bf16"}, "workload.amp_dtype", "BF16 tensor cores"),
+    ],
+)
+@pytest.mark.parametrize("profile", ["v100-sxm2-32gb", "v100-sxm2-32gb-derived"])
+def test_v100_has_no_tf32_or_bf16(profile, workload, field, words):
+    with pytest.raises(ConfigError) as info:
+        parse_scenario(scenario(profile, "dgx1-v100", **workload), "s.yaml")
+    assert info.value.path == field
+    assert words in str(info.value)
+    assert "allowed: fp32, amp" in str(info.value)
+
+
+def test_v100_tf32_exits_2(tmp_path, capsys):
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(scenario("v100-sxm2-32gb", "dgx1-v100", precision="tf32")))
+    assert main(["run", str(path), "--no-plots", "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert "workload.precision" in err and "TF32" in err and "Traceback" not in err
+
+
+def test_amp_dtype_needs_amp():
+    with pytest.raises(ConfigError) as info:
+        parse_scenario(scenario("a100-80gb-sxm", amp_dtype="bf16"), "s.yaml")
+    assert info.value.path == "workload.amp_dtype"
+
+
+@pytest.mark.parametrize("profile", ["a100-80gb-sxm", "h100-sxm"])
+def test_precisions_run_on_a100_h100_and_order(profile):
+    from simcluster.study import run_scenario
+
+    times = {}
+    for name, w in {
+        "fp32": {"precision": "fp32"},
+        "tf32": {"precision": "tf32"},
+        "amp": {"precision": "amp"},
+        "amp_bf16": {"precision": "amp", "amp_dtype": "bf16"},
+    }.items():
+        sc = parse_scenario(scenario(profile, **w), "s.yaml")
+        times[name] = run_scenario(sc).records[0]["compute_s"]
+    # tensor cores: tf32 beats strict fp32, half precision beats tf32
+    assert times["fp32"] > times["tf32"] > times["amp"]
+    assert times["amp_bf16"] == pytest.approx(times["amp"], rel=0.05)
+
+
+def test_spec_amp_adds_weight_casts():
+    prof = load_profile("a100-80gb-sxm")
+    model = build_model("bert_large", 128, None)
+    lin = next(x for x in model.layers if x.op == "linear" and x.params > 10**6)
+    # forward at batch 1: weight traffic dominates; autocast reads fp32 weights and writes
+    # the fp16 copy (6 B / weight) before the half GEMM reads it (2 B)
+    t_amp = prof.layer_time(lin, 1, "amp", "fwd")
+    t_bf16 = prof.layer_time(lin, 1, "amp_bf16", "fwd")
+    assert t_amp == pytest.approx(t_bf16)
+    assert t_amp > prof.elementwise_time(6 * lin.params)
+
+
+def test_measured_profile_without_precision_key_names_it(tmp_path):
+    data = json.loads((ROOT / "calibrate/profiles/h200-measured.json").read_text())
+    data = copy.deepcopy(data)
+    data.pop("samples")
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps(data))
+    prof = load_profile(str(path))
+    assert prof.precision_problem("amp") is None
+    problem = prof.precision_problem("amp_bf16")
+    assert "device.compute.amp_bf16" in problem and "--precisions" in problem
+    layer = build_model("resnet18", 32, 10).layers[0]
+    with pytest.raises(ConfigError, match=r"device\.compute\.tf32"):
+        prof.layer_time(layer, 8, "tf32", "fwd")
+
+
+def test_measured_profile_accepts_new_precision_keys(tmp_path):
+    data = json.loads((ROOT / "calibrate/profiles/h200-measured.json").read_text())
+    data.pop("samples")
+    data["device"]["compute"]["amp_bf16"] = copy.deepcopy(data["device"]["compute"]["amp"])
+    data["device"]["compute"]["tf32"] = copy.deepcopy(data["device"]["compute"]["fp32"])
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps(data))
+    prof = load_profile(str(path))
+    layer = build_model("resnet18", 32, 10).layers[3]
+    assert prof.layer_time(layer, 8, "amp_bf16", "fwd") == prof.layer_time(layer, 8, "amp", "fwd")
+    assert prof.layer_time(layer, 8, "tf32", "fwd") == prof.layer_time(layer, 8, "fp32", "fwd")
