@@ -316,7 +316,7 @@ def test_transfer_synthesises_amp_and_host_links_from_the_target_sheet(tmp_path)
     assert prof.memcpy_time(16e9, "h2d") == pytest.approx(1.0 + 1e-6)
     assert prof.kernel_time("memcpy", nbytes=16e9, kind="h2d_pageable") == pytest.approx(2 + 1e-6)
     assert prof.source_of("memcpy") == "spec"
-    assert "amp fits synthesised" in " ".join(derived["provenance"]["notes"])
+    assert "amp from fp32" in " ".join(derived["provenance"]["notes"])
 
 
 def test_cpu_to_gpu_transfer_turns_constants_into_launches(tmp_path):
