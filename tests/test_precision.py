@@ -132,3 +132,42 @@ def test_measured_profile_accepts_new_precision_keys(tmp_path):
     layer = build_model("resnet18", 32, 10).layers[3]
     assert prof.layer_time(layer, 8, "amp_bf16", "fwd") == prof.layer_time(layer, 8, "amp", "fwd")
     assert prof.layer_time(layer, 8, "tf32", "fwd") == prof.layer_time(layer, 8, "fp32", "fwd")
+
+
+def test_wave_utilisation_penalises_partial_waves():
+    from simcluster.compute.measured import layer_features, wave_utilisation
+    from simcluster.workload.model import linear
+
+    big = linear("l", 1024, 128 * 132, tokens=128)  # 1 x 132 tiles at batch 1: one full wave
+    assert wave_utilisation(big, 1, "fwd", 132) == 1.0
+    assert wave_utilisation(big, 1, "fwd", 0) == 1.0  # unknown SM count: no wave model
+    # 133 tiles on 132 SMs: two waves, the second almost empty
+    odd = linear("l", 1024, 128 * 133, tokens=128)
+    assert wave_utilisation(odd, 1, "fwd", 132) == pytest.approx(133 / 264)
+    small = linear("l", 64, 64, tokens=1)  # one tile, K too short to split
+    assert wave_utilisation(small, 1, "fwd", 132) == pytest.approx(1 / 132)
+    f = layer_features(odd, 1, "fp32", "fwd", 0.0, 132)
+    assert f["flops_wave"] == pytest.approx(f["flops"] * 264 / 133)
+    norm = build_model("bert_base", 128, None).layers[4]
+    assert norm.op == "norm" and wave_utilisation(norm, 8, "fwd", 132) == 1.0
+
+
+def test_refit_fits_gemm_classes_on_flops_wave(tmp_path):
+    from calibrate.refit import refit_profile
+
+    data = json.loads((ROOT / "calibrate/profiles/h200-measured.json").read_text())
+    keep = {"resnet18-cifar@32:32", "bert_base@32/4000:4", "lstm@16/4000:8"}
+    data["samples"]["compute"] = [s for s in data["samples"]["compute"] if s["workload"] in keep]
+    out = refit_profile(data, 132, "h200-sxm", "test")
+    assert out["device"]["roofline"]["sm_count"] == 132
+    lin = out["device"]["compute"]["fp32"]["linear"]["fwd"]
+    assert lin["features"] == ["const", "flops_wave", "bytes", "bytes_spill"]
+    assert out["device"]["compute"]["fp32"]["norm"]["fwd"]["features"][1] == "flops"
+    assert lin["rel_err_median"] < 0.5
+    out.pop("samples")
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps(out))
+    prof = load_profile(str(path))
+    assert prof.sm_count == 132
+    layer = build_model("bert_base", 128, None).layers[6]
+    assert prof.layer_time(layer, 8, "fp32", "fwd") > 0

@@ -67,6 +67,7 @@ WHERE = ("device", "host")
 FEATURES: dict[str, str] = {
     "const": "1 (coefficient in seconds)",
     "flops": "FLOP",
+    "flops_wave": "FLOP as the SMs spend them: flops / wave utilisation (gemm_waves)",
     "bytes": "bytes",
     "bytes_spill": "bytes beyond the cache: max(0, bytes - roofline.cache_bytes)",
     "nbytes": "bytes",
@@ -146,6 +147,66 @@ class Fit:
 
 # ----------------------------------------------------------------------------- features
 
+#: output tile of one thread block of a tensor-core GEMM / implicit-GEMM convolution
+#: (an assumption: cuBLAS and cuDNN pick 64..256-wide tiles; 128 x 128 is the common one)
+TILE = 128
+#: split-K: a GEMM with fewer tiles than SMs splits its reduction into chunks of at least
+#: this many elements to fill the SMs (an assumption about cuBLAS / cuDNN heuristics)
+SPLIT_K_MIN = 256
+
+
+def _cdiv(a: float, b: float) -> int:
+    return int(-(-a // b))
+
+
+def gemm_shape(layer, batch: int, pass_: str) -> tuple[int, int, int, int] | None:
+    """(count, M, N, K) of the GEMM a pass runs (``count`` independent ones), or None
+    for op classes that run no GEMM. Convolutions as implicit GEMMs; an LSTM's per-step
+    GEMM (its steps run one after another); attention's fused kernel as ``batch x
+    heads`` blocks of ``seq`` rows."""
+    s = layer.shape
+    b = batch
+    if layer.op == "linear":
+        m, n, k = b * s.get("tokens", 1), s["out_features"], s["in_features"]
+        return {"fwd": (1, m, n, k), "bwd_input": (1, m, k, n), "bwd_weight": (1, n, k, m)}[pass_]
+    if layer.op == "conv":
+        g = s.get("groups", 1)
+        cin, cout = s["cin"] // g, s["cout"] // g
+        kk = s["kh"] * s["kw"]
+        p_out = b * s["hout"] * s["wout"]
+        p_in = b * s["hin"] * s["win"]
+        return {
+            "fwd": (g, p_out, cout, cin * kk),
+            "bwd_input": (g, p_in, cin, cout * kk),
+            "bwd_weight": (g, cout, cin * kk, p_out),
+        }[pass_]
+    if layer.op == "attention":
+        return (b * s["heads"], s["seq"], s["head_dim"], s["seq"])
+    if layer.op == "lstm":
+        h = s["hidden"]
+        m, n, k = b, 4 * h, s["input_size"] + h
+        return {"fwd": (1, m, n, k), "bwd_input": (1, m, k, n), "bwd_weight": (1, n, k, m)}[pass_]
+    return None
+
+
+def wave_utilisation(layer, batch: int, pass_: str, sm_count: int) -> float:
+    """Fraction of the SMs' slots a pass's GEMM fills, averaged over its waves.
+
+    ``tiles = count * ceil(M / TILE) * ceil(N / TILE)`` thread blocks (split-K
+    multiplies them when they are fewer than the SMs); they run in ``ceil(tiles / SMs)``
+    waves, the last one partly empty: utilisation ``tiles / (waves * SMs)`` (1 for op
+    classes without a GEMM, or when ``sm_count`` is unknown).
+    """
+    shape = gemm_shape(layer, batch, pass_) if sm_count > 0 else None
+    if shape is None:
+        return 1.0
+    count, m, n, k = shape
+    tiles = count * _cdiv(m, TILE) * _cdiv(n, TILE)
+    if tiles < sm_count:
+        tiles *= max(1, min(sm_count // tiles, k // SPLIT_K_MIN))
+    waves = _cdiv(tiles, sm_count)
+    return tiles / (waves * sm_count)
+
 
 def layer_variant(layer) -> str | None:
     """Sub-class of an op class that has its own fit when measured (or ``None``)."""
@@ -173,7 +234,12 @@ def _weight_elems(layer) -> int:
 
 
 def layer_features(
-    layer, batch: int, precision: str, pass_: str, cache_bytes: float = 0.0
+    layer,
+    batch: int,
+    precision: str,
+    pass_: str,
+    cache_bytes: float = 0.0,
+    sm_count: int = 0,
 ) -> dict[str, float]:
     """Feature values of one pass of a layer: ``const``, ``flops`` (FLOPs), ``bytes``,
     ``bytes_spill``.
@@ -183,7 +249,9 @@ def layer_features(
     precision's width (4 bytes fp32 / tf32, 2 under autocast: ``amp``, ``amp_bf16``) plus
     the weights (the fp32 weight gradient in ``bwd_weight``); ``bytes_spill`` is the part
     of ``bytes`` beyond ``cache_bytes`` (the cache a pass runs in; data that does not fit
-    comes from slower memory).
+    comes from slower memory). ``flops_wave`` is ``flops`` over the pass's wave
+    utilisation on ``sm_count`` SMs (:func:`wave_utilisation`): small GEMMs and
+    convolutions that leave SMs idle cost as much as the full waves they occupy.
     """
     a = 2 if is_amp(precision) else 4
     act = (layer.in_elems + layer.out_elems) * batch * a
@@ -191,9 +259,11 @@ def layer_features(
         act = (layer.in_elems * 8 + layer.out_elems * a) * batch
     w = _weight_elems(layer) * (4 if pass_ == "bwd_weight" else a)
     nbytes = float(act + w)
+    flops = float(layer.flops) * batch
     return {
         "const": 1.0,
-        "flops": float(layer.flops) * batch,
+        "flops": flops,
+        "flops_wave": flops / wave_utilisation(layer, batch, pass_, sm_count),
         "bytes": nbytes,
         "bytes_spill": max(0.0, nbytes - cache_bytes),
     }
@@ -316,6 +386,7 @@ class MeasuredProfile(DeviceProfile):
         cache_bytes: float = 0.0,
         peak_flops: dict[str, float] | None = None,
         memory_bytes: float | None = None,
+        sm_count: int = 0,
     ) -> None:
         self.name = name
         self.kind = kind
@@ -333,6 +404,8 @@ class MeasuredProfile(DeviceProfile):
         #: device memory in bytes (``device.roofline.memory_bytes``, else the spec sheet
         #: ``device.spec_profile`` names); None when neither says
         self.memory_bytes = memory_bytes
+        #: SMs of the device (``device.roofline.sm_count``; 0 = unknown: no wave model)
+        self.sm_count = sm_count
 
     # -- loading ----------------------------------------------------------------------
     @classmethod
@@ -414,6 +487,7 @@ class MeasuredProfile(DeviceProfile):
         return cls(
             data["name"], data["kind"], data["provenance"], compute, kernels, alias, file, sources,
             cache, peaks if isinstance(peaks, dict) else {}, _memory_bytes(dev, file),
+            int(roof.get("sm_count", 0) or 0) if isinstance(roof, dict) else 0,
         )  # fmt: skip
 
     # -- DeviceProfile -----------------------------------------------------------------
@@ -458,7 +532,7 @@ class MeasuredProfile(DeviceProfile):
         if pass_ == "bwd_input" and layer.op == "embedding":
             return 0.0
         fit = self._compute_fit(layer, precision, pass_)
-        return fit(layer_features(layer, batch, precision, pass_, self.cache_bytes))
+        return fit(layer_features(layer, batch, precision, pass_, self.cache_bytes, self.sm_count))
 
     def kernel_time(self, family: str, **params: float | str) -> float:
         """Seconds for one kernel of ``family`` (parameters: :data:`KERNEL_FAMILIES`)."""

@@ -117,6 +117,8 @@ class DeviceSpec:
     host_link_bandwidth: float | None = None
     #: device memory (bytes) from the spec sheet, None when it does not say
     memory_bytes: float | None = None
+    #: streaming multiprocessors (spec sheet); 0 when unknown
+    sm_count: int = 0
     origin: str = "spec sheet"
     notes: list[str] = field(default_factory=list)
     #: ``gpu`` or ``cpu``: a CPU's per-call constants do not carry over to a GPU
@@ -158,6 +160,7 @@ def spec_from_profile_data(data: dict[str, Any], file: str = "<memory>") -> Devi
         if "host_link_bandwidth" in dev
         else None,
         memory_bytes=float(dev["memory_bytes"]) if "memory_bytes" in dev else None,
+        sm_count=int(dev.get("sm_count", 0)),
         origin=f"spec profile {file}",
         notes=[
             "memory_bandwidth = datasheet x memory_efficiency "
@@ -212,7 +215,7 @@ def term_of(feature: str) -> str:
     """Which rate a feature's term scales with: ``launch``, ``compute`` or ``memory``."""
     if feature == "const":
         return "launch"
-    if feature == "flops":
+    if feature in ("flops", "flops_wave"):
         return "compute"
     return "memory"
 
@@ -463,6 +466,8 @@ def derive_profile_data(
                 # the spill threshold stays the source's: spec sheets carry no cache size
                 "cache_bytes": float(dev.get("roofline", {}).get("cache_bytes", 0.0)),
                 **({"memory_bytes": target.memory_bytes} if target.memory_bytes else {}),
+                # waves are counted on the target's SMs (flops_wave, measured.py)
+                **({"sm_count": target.sm_count} if target.sm_count else {}),
                 "host": {
                     "memory_bandwidth": target.host_bandwidth,
                     "launch_overhead_s": target.host_launch_overhead_s,
