@@ -171,3 +171,15 @@ def test_refit_fits_gemm_classes_on_flops_wave(tmp_path):
     assert prof.sm_count == 132
     layer = build_model("bert_base", 128, None).layers[6]
     assert prof.layer_time(layer, 8, "fp32", "fwd") > 0
+
+
+def test_transfer_error_both_ways(capsys):
+    from calibrate.transfer_error import both_ways, main
+
+    ratios = both_ways("h200-measured", "cpu-xeon-1core")
+    assert list(ratios) == ["h200-measured -> cpu-xeon-1core", "cpu-xeon-1core -> h200-measured"]
+    for r in ratios.values():
+        conv = r[("layer", "fp32", "conv", "fwd")]
+        assert conv and all(x > 0 for x in conv)
+    assert main(["--both", "h200-measured", "cpu-xeon-1core"]) == 0
+    assert "transfer error both ways" in capsys.readouterr().out
