@@ -183,3 +183,18 @@ def test_transfer_error_both_ways(capsys):
         assert conv and all(x > 0 for x in conv)
     assert main(["--both", "h200-measured", "cpu-xeon-1core"]) == 0
     assert "transfer error both ways" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("key", ["fp32", "amp"])
+def test_derived_gemms_never_beat_the_math_peak(key):
+    prof = load_profile("v100-sxm2-32gb-derived")
+    peak = {"fp32": 15.7e12, "amp": 125e12}[key]
+    model = build_model("bert_large", 128, None)
+    for layer in model.layers:
+        if layer.op not in ("linear", "attention"):
+            continue
+        for pass_ in ("fwd", "bwd_input", "bwd_weight"):
+            if pass_ == "bwd_weight" and layer.params == 0:
+                continue
+            t = prof.layer_time(layer, 64, key, pass_)
+            assert t >= layer.flops * 64 / peak * (1 - 1e-9)

@@ -34,7 +34,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from simcluster.compute.precision import PEAK_NAMES, describe_key, is_amp, required_peak
+from simcluster.compute.precision import (
+    HALF_OPS,
+    PEAK_NAMES,
+    describe_key,
+    is_amp,
+    peak_key,
+    required_peak,
+)
 from simcluster.compute.profile import (
     KERNEL_FAMILIES,
     PASSES,
@@ -146,6 +153,10 @@ class Fit:
 
 
 # ----------------------------------------------------------------------------- features
+
+#: GEMMs of a pass relative to the forward's, where not 1: attention's input gradient
+#: runs four matmuls (dQ, dK, dV, dP) against the forward's two
+PASS_GEMMS: dict[tuple[str, str], float] = {("attention", "bwd_input"): 2.0}
 
 #: output tile of one thread block of a tensor-core GEMM / implicit-GEMM convolution
 #: (an assumption: cuBLAS and cuDNN pick 64..256-wide tiles; 128 x 128 is the common one)
@@ -532,7 +543,37 @@ class MeasuredProfile(DeviceProfile):
         if pass_ == "bwd_input" and layer.op == "embedding":
             return 0.0
         fit = self._compute_fit(layer, precision, pass_)
-        return fit(layer_features(layer, batch, precision, pass_, self.cache_bytes, self.sm_count))
+        t = fit(layer_features(layer, batch, precision, pass_, self.cache_bytes, self.sm_count))
+        peak = self.math_peak(layer.op, precision)
+        if peak:
+            t = max(t, PASS_GEMMS.get((layer.op, pass_), 1.0) * layer.flops * batch / peak)
+        return t
+
+    def math_peak(self, op: str, precision: str) -> float | None:
+        """Peak FLOP/s the op class's math runs at under ``precision`` (None: no bound).
+
+        A fitted cost model is linear in FLOPs, and its slope, fitted on small layers
+        whose time is mostly fixed cost, can stand for a rate above what the device's
+        math units can do; :meth:`layer_time` never returns less than the pass's FLOPs
+        at this peak (``device.roofline.peak_flops``: the spec sheet's for a derived
+        profile, the measured GEMM rate for a measured one). Only for the GEMM op
+        classes. A measured GPU profile's ``fp32`` fits of cuDNN op classes ran on
+        TF32 tensor cores (PyTorch's default, unless the profile has ``tf32`` fits,
+        i.e. was measured strictly), so they are bounded by ``tf32_tensor`` if listed.
+        """
+        if op not in HALF_OPS:
+            return None
+        key = peak_key(precision, op)
+        if (
+            self.kind == "measured"
+            and precision == "fp32"
+            and op in ("conv", "lstm")
+            and "tf32" not in self.compute
+            and str(self.provenance.get("device", "")).startswith("cuda")
+        ):
+            key = "tf32_tensor"
+        peak = self.peak_flops.get(key)
+        return float(peak) if peak else None
 
     def kernel_time(self, family: str, **params: float | str) -> float:
         """Seconds for one kernel of ``family`` (parameters: :data:`KERNEL_FAMILIES`)."""
