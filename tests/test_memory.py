@@ -37,7 +37,8 @@ def write(tmp_path: Path, data: dict) -> Path:
 
 
 def test_gpt2_xl_batch_256_fp32_on_v100_warns_and_strict_exits_2(tmp_path, capsys):
-    path = write(tmp_path, GPT2XL)
+    path = Path(__file__).resolve().parents[1] / "scenarios" / "gpt2xl-v100-memory.yaml"
+    assert yaml.safe_load(path.read_text())["workload"]["batch_per_gpu"] == 256
     out = tmp_path / "o"
     assert main(["run", str(path), "--no-plots", "--json", "--out", str(out)]) == 0
     cap = capsys.readouterr()
