@@ -208,7 +208,7 @@ def load_spec(name_or_path: str) -> tuple[DeviceSpec, str]:
         raise ConfigError(
             str(path), "kind", data["kind"], "the transfer model needs a spec sheet", ["spec"]
         )
-    return spec_from_profile_data(data, str(path)), str(path)
+    return spec_from_profile_data(data, _shown(path)), str(path)
 
 
 def term_of(feature: str) -> str:
@@ -546,9 +546,19 @@ def derive_profile(
     if src_spec_name:
         src, _ = load_spec(src_spec_name)
     else:
-        src = spec_from_roofline(data, str(path))
+        src = spec_from_roofline(data, _shown(path))
     tgt, _ = load_spec(target)
-    return derive_profile_data(copy.deepcopy(data), src, tgt, out_name, str(path), command)
+    return derive_profile_data(copy.deepcopy(data), src, tgt, out_name, _shown(path), command)
+
+
+def _shown(path: Path) -> str:
+    """A file's path relative to the project when inside it (provenance stays portable)."""
+    from simcluster.paths import project_root
+
+    try:
+        return str(Path(path).resolve().relative_to(project_root().resolve()))
+    except ValueError:
+        return str(path)
 
 
 def dumps(data: dict[str, Any]) -> str:
