@@ -198,3 +198,53 @@ def test_derived_gemms_never_beat_the_math_peak(key):
                 continue
             t = prof.layer_time(layer, 64, key, pass_)
             assert t >= layer.flops * 64 / peak * (1 - 1e-9)
+
+
+@pytest.mark.parametrize(
+    ("target", "keys"),
+    [
+        ("v100-sxm2-32gb", ["fp32", "amp"]),
+        ("a100-80gb-sxm", ["fp32", "tf32", "amp", "amp_bf16"]),
+        ("h100-sxm", ["fp32", "tf32", "amp", "amp_bf16"]),
+    ],
+)
+def test_committed_derived_profiles_match_the_transfer_model(target, keys):
+    from simcluster.compute.transfer import derive_profile
+
+    committed = json.loads((ROOT / f"calibrate/profiles/{target}-derived.json").read_text())
+    assert committed["provenance"]["derived_from"]["name"] == "h200-measured"
+    assert f"--from h200-measured --target {target}" in committed["provenance"]["command"]
+    fresh = derive_profile("h200-measured", target, f"{target}-derived")
+    assert list(fresh["device"]["compute"]) == keys
+    assert fresh["device"]["compute"] == committed["device"]["compute"]
+    assert fresh["device"]["kernels"] == committed["device"]["kernels"]
+
+
+def test_transfer_scales_tf32_convs_of_a_default_fp32_profile():
+    """h200-measured's fp32 convolutions ran on TF32 tensor cores (PyTorch's default)."""
+    src = json.loads((ROOT / "calibrate/profiles/h200-measured.json").read_text())
+    v100 = json.loads((ROOT / "calibrate/profiles/v100-sxm2-32gb-derived.json").read_text())
+    a100 = json.loads((ROOT / "calibrate/profiles/a100-80gb-sxm-derived.json").read_text())
+
+    def flops_coef(d, key, op):
+        f = d["device"]["compute"][key][op]["fwd"]
+        return f["coef"][f["features"].index("flops")]
+
+    h200_tf32, h200_fp32 = 494.5e12, 67e12
+    conv = flops_coef(src, "fp32", "conv:1x1")
+    assert flops_coef(v100, "fp32", "conv:1x1") == pytest.approx(conv * h200_tf32 / 15.7e12, 1e-4)
+    assert flops_coef(a100, "tf32", "conv:1x1") == pytest.approx(conv * h200_tf32 / 156e12, 1e-4)
+    lin = flops_coef(src, "fp32", "linear")  # cuBLAS: strict fp32 by default
+    assert flops_coef(v100, "fp32", "linear") == pytest.approx(lin * h200_fp32 / 15.7e12, 1e-4)
+    assert flops_coef(a100, "tf32", "linear") == pytest.approx(lin * h200_fp32 / 156e12, 1e-4)
+
+
+def test_anchor_cases_all_run():
+    from simcluster.validation.cases import load_reference_file
+    from simcluster.validation.runner import run_cases
+
+    ref = load_reference_file(ROOT / "scenarios/references/anchors.yaml")
+    results = run_cases([ref])
+    assert len(results) == len(ref.cases) >= 8
+    for r in results:
+        assert r.status == "ok" and r.predicted > 0, (r.case.id, r.message)
