@@ -8,6 +8,12 @@ profile's own fits) gives a time; the table lists, per op class (``op`` or
 min and max over the samples.
 
     python -m calibrate.transfer_error MEASURED PREDICTOR [PREDICTOR ...] [--json OUT]
+    python -m calibrate.transfer_error --both A B [--json OUT]
+
+``--both A B`` takes two measured profiles, derives each one's device from the other with
+the transfer model (:mod:`simcluster.compute.transfer`; a device's rates are its spec
+sheet, ``device.spec_profile``, else its measured roofline) and prints, per op class and
+pass, the median ratio predicted / measured on A's samples (B -> A) and on B's (A -> B).
 
 Profiles by name (``calibrate/profiles``) or path. Ratios > 1: the predictor is slower
 than the measurement.
@@ -91,12 +97,70 @@ def summary(ratios: list[float]) -> dict[str, float]:
     }
 
 
+def _rates(data: dict[str, Any], file: str):
+    """A measured profile's device rates: its spec sheet, else its measured roofline."""
+    from simcluster.compute.transfer import load_spec, spec_from_roofline
+
+    spec = data.get("device", {}).get("spec_profile")
+    return load_spec(spec)[0] if spec else spec_from_roofline(data, file)
+
+
+def both_ways(a_name: str, b_name: str) -> dict[str, dict[tuple, list]]:
+    """``{"A -> B": ratios on B's samples, "B -> A": ratios on A's samples}``."""
+    from simcluster.compute.measured import MeasuredProfile
+    from simcluster.compute.transfer import derive_profile_data
+
+    a, b = read_profile_data(a_name), read_profile_data(b_name)
+    ra, rb = _rates(a, a_name), _rates(b, b_name)
+    out = {}
+    for src, dst, r_src, r_dst in ((a, b, ra, rb), (b, a, rb, ra)):
+        label = f"{src['name']} -> {dst['name']}"
+        src_copy = {k: v for k, v in src.items() if k != "samples"}
+        derived = derive_profile_data(src_copy, r_src, r_dst, label.replace(" ", ""))
+        prof = MeasuredProfile.from_data(derived, f"<derived {label}>")
+        out[label] = sample_ratios(dst, {label: prof})[label]
+    return out
+
+
+def _print_both(ratios: dict[str, dict[tuple, list]], json_out: str | None) -> int:
+    names = list(ratios)
+    keys = sorted({k for r in ratios.values() for k in r})
+    print("transfer error both ways: predicted / measured per sample, median [min, max] (n)")
+    print(f"{'what':<40}" + "".join(f"  {n[:34]:>34}" for n in names))
+    rows = []
+    for k in keys:
+        label = " ".join(x for x in k if x)
+        row: dict[str, Any] = {"what": label}
+        cells = []
+        for n in names:
+            r = ratios[n].get(k)
+            if not r:
+                cells.append(f"  {'-':>34}")
+                continue
+            s = summary(r)
+            row[n] = s
+            cells.append(
+                f"  {s['median']:>8.3g} [{s['min']:>7.3g}, {s['max']:>7.3g}] ({s['n']:>3})"
+            )
+        rows.append(row)
+        print(f"{label:<40}" + "".join(cells))
+    if json_out:
+        with open(json_out, "w") as f:
+            json.dump({"both_ways": names, "rows": rows}, f, indent=1)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("measured", help="measured profile (its samples are the reference)")
-    ap.add_argument("predictors", nargs="+", help="profiles to compare with it")
+    ap.add_argument("measured", nargs="?", help="measured profile (its samples are the reference)")
+    ap.add_argument("predictors", nargs="*", help="profiles to compare with it")
+    ap.add_argument("--both", nargs=2, metavar=("A", "B"), help="two measured profiles")
     ap.add_argument("--json", help="write the summary table as JSON here")
     args = ap.parse_args(argv)
+    if args.both:
+        return _print_both(both_ways(*args.both), args.json)
+    if not args.measured or not args.predictors:
+        ap.error("give MEASURED and at least one PREDICTOR, or --both A B")
     measured = read_profile_data(args.measured)
     preds = {p: load_profile(p) for p in args.predictors}
     ratios = sample_ratios(measured, preds)

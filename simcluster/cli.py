@@ -26,6 +26,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from simcluster.compute.precision import describe_key
     from simcluster.report import (
         ProgressBar,
         plot_breakdown,
@@ -36,7 +37,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         write_csv,
         write_json,
     )
-    from simcluster.scenario import load_scenario
+    from simcluster.scenario import load_scenario, resolved_precision
     from simcluster.study import run_scenario
 
     sc = load_scenario(args.scenario)
@@ -61,14 +62,18 @@ def cmd_run(args: argparse.Namespace) -> int:
             result.records,
             f"{sc.name}: compute and exposed communication per step",
         )
+    from simcluster.report.table import memory_warnings
+
+    warnings = memory_warnings(result.records)
     if args.json:
         print(json.dumps(payload, indent=2))
-        return 0
+        return _memory_verdict(warnings, args.strict_memory)
     print(f"scenario {sc.name}: {sc.description}".rstrip(": "))
     print(
         f"model {sc.workload.model or '(none: sparse DNN from the schedule options)'}, "
         f"batch {sc.workload.batch_per_gpu}/GPU, "
-        f"{sc.workload.precision}, topology {sc.topology}, {sc.study.kind} scaling\n"
+        f"{describe_key(resolved_precision(sc.workload))}, optimizer {sc.workload.optimizer}, "
+        f"topology {sc.topology}, {sc.study.kind} scaling\n"
     )
     print(scaling_table(result.records))
     tables = [t for cls in scenario_schedules(sc) for t in cls.tables(sc, result.records)]
@@ -83,6 +88,18 @@ def cmd_run(args: argparse.Namespace) -> int:
         f"trace.json = one iteration at {largest} GPUs, open in https://ui.perfetto.dev)"
     )
     print(f"simulated {len(result.records)} configurations in {result.wall_s:.2f} s")
+    return _memory_verdict(warnings, args.strict_memory)
+
+
+def _memory_verdict(warnings: list[str], strict: bool) -> int:
+    """Print the over-memory warnings (stderr); under ``--strict-memory`` they stop with 2."""
+    for line in warnings:
+        print(line, file=sys.stderr)
+    if warnings and strict:
+        raise UserError(
+            f"{len(warnings)} configuration(s) do not fit in the device's memory "
+            "(--strict-memory); see the warnings above"
+        )
     return 0
 
 
@@ -240,6 +257,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="override the scenario's network model",
     )
     r.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+    r.add_argument(
+        "--strict-memory",
+        action="store_true",
+        help="exit 2 when a configuration needs more memory per GPU than the device has",
+    )
     r.set_defaults(func=cmd_run)
     t = sub.add_parser("topo", help="summarise a topology and draw it to PNG")
     t.add_argument("topology", help="topology name or YAML file")

@@ -48,7 +48,15 @@ class Workload(StrictModel):
     num_classes: int | None = Field(None, ge=1, le=10_000_000)
     dataset_size: int | None = Field(None, ge=1, description="training samples per epoch")
     batch_per_gpu: int = Field(ge=1, le=1_000_000)
-    precision: Literal["fp32", "amp"] = "fp32"
+    precision: Literal["fp32", "tf32", "amp"] = Field(
+        "fp32", description="fp32 (strict), tf32 (TF32 tensor cores), amp (autocast)"
+    )
+    amp_dtype: Literal["fp16", "bf16"] | None = Field(
+        None, description="autocast dtype under precision amp (default fp16)"
+    )
+    optimizer: Literal["sgd", "adam", "adamw", "lamb"] = Field(
+        "sgd", description="optimizer step: SGD with momentum, Adam, AdamW, LAMB"
+    )
     grad_accumulation: int = Field(1, ge=1, le=4096)
     epochs: float = Field(1.0, gt=0, le=100_000)
 
@@ -211,8 +219,9 @@ def _check_names(sc: Scenario, file: str | None) -> None:
         )
     if not named_or_file(sc.topology, list_topologies(), (".yaml", ".yml")):
         raise unknown("topology", "topology", sc.topology, list_topologies())
-    load_profile(sc.profile)
+    prof = load_profile(sc.profile)
     load_network_profile(sc.network_profile)
+    _check_precision(sc, prof, file)
     for i, spec in enumerate(sc.schedules):
         try:
             cls = get_schedule(spec.name)
@@ -268,6 +277,34 @@ def _check_names(sc: Scenario, file: str | None) -> None:
                 f"needs {nodes} nodes; topology {sc.topology!r} has at most {max_nodes}",
                 f"at most {max_nodes * per_node}",
             )
+
+
+def _check_precision(sc: Scenario, profile, file: str | None) -> None:
+    """``amp_dtype`` only with ``amp``; the device must have the precision's math units."""
+    from simcluster.compute.precision import compute_key
+
+    w = sc.workload
+    if w.amp_dtype is not None and w.precision != "amp":
+        raise ConfigError(
+            file, "workload.amp_dtype", w.amp_dtype,
+            f"applies to precision amp only (precision is {w.precision!r})",
+            "leave it out, or set workload.precision: amp",
+        )  # fmt: skip
+    problem = profile.precision_problem(resolved_precision(w))
+    if problem is not None:
+        field = "workload.amp_dtype" if w.amp_dtype == "bf16" else "workload.precision"
+        value = w.amp_dtype if field == "workload.amp_dtype" else w.precision
+        allowed = [
+            p for p in ("fp32", "tf32", "amp") if profile.precision_problem(compute_key(p)) is None
+        ]
+        raise ConfigError(file, field, value, problem, allowed)
+
+
+def resolved_precision(w: Workload) -> str:
+    """The compute key (``fp32``, ``tf32``, ``amp``, ``amp_bf16``) profiles time."""
+    from simcluster.compute.precision import compute_key
+
+    return compute_key(w.precision, w.amp_dtype)
 
 
 def resolved_input_size(w: Workload) -> int | None:

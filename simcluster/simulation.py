@@ -102,10 +102,20 @@ class Simulation:
         precision: str = "fp32",
         accumulation: int = 1,
         seed: int = 0,
+        optimizer: str = "sgd",
     ) -> BuildContext:
         """What a schedule builds its programs from, with this cluster's estimator."""
         return BuildContext(
-            self.cluster, gpus, model, profile, batch, precision, accumulation, seed, self.estimate
+            self.cluster,
+            gpus,
+            model,
+            profile,
+            batch,
+            precision,
+            accumulation,
+            seed,
+            self.estimate,
+            optimizer,
         )
 
     def run(self, classes: list[RankClass]) -> Trace:

@@ -22,6 +22,7 @@ import numpy as np
 
 from simcluster.collectives import estimate_phases
 from simcluster.compute import load_network_profile, load_profile
+from simcluster.compute.memory import memory_per_gpu
 from simcluster.engine import Engine, Trace
 from simcluster.program import RankClass, expand, perturb
 from simcluster.scenario import (
@@ -30,6 +31,7 @@ from simcluster.scenario import (
     resolved_dataset_size,
     resolved_input_size,
     resolved_num_classes,
+    resolved_precision,
 )
 from simcluster.schedules import BuildContext, RunShape, get_schedule
 from simcluster.simulation import Simulation
@@ -191,7 +193,8 @@ def run_scenario(
     largest = max(sc.study.gpus)
     for spec in sc.schedules:
         sched_cls = get_schedule(spec.name)
-        schedule = sched_cls(sched_cls.Options.model_validate(spec.options))
+        options = sched_cls.Options.model_validate(spec.options)
+        schedule = sched_cls(options)
         first: dict[str, Any] | None = None
         for gpus in sc.study.gpus:
             if progress:
@@ -204,7 +207,14 @@ def run_scenario(
             )
             steps, last = epoch_plan(dataset, gpus, w.batch_per_gpu, w.grad_accumulation)
             bctx = sim.build_context(
-                gpus, model, profile, w.batch_per_gpu, w.precision, w.grad_accumulation, sc.seed
+                gpus,
+                model,
+                profile,
+                w.batch_per_gpu,
+                resolved_precision(w),
+                w.grad_accumulation,
+                sc.seed,
+                w.optimizer,
             )
             run = RunShape(steps, math.ceil(last / w.grad_accumulation), w.epochs)
             metrics, seg_traces = simulate_plan(
@@ -222,6 +232,7 @@ def run_scenario(
                 "network_profile": netp.describe(),
                 "network_model": sc.network_model,
                 "segments": metrics["segments"],
+                **_memory_fields(model, w, spec.name, options.model_dump(), gpus, profile),
             }
             first = first or rec
             if sc.study.kind == "weak":
@@ -241,6 +252,28 @@ def run_scenario(
     if progress:
         progress(done, total, "done")
     return ScenarioResult(sc, records, traces, time.perf_counter() - t0)
+
+
+def _memory_fields(model, w, schedule: str, options: dict, gpus: int, profile) -> dict[str, Any]:
+    """``memory_per_gpu_bytes`` (None without a zoo model), its parts, the device's
+    memory and ``fits`` (None when the profile does not state the device's memory)."""
+    device = getattr(profile, "memory_bytes", None)
+    if model is None:
+        return {
+            "memory_per_gpu_bytes": None,
+            "memory_breakdown_bytes": {},
+            "device_memory_bytes": device,
+            "fits": None,
+        }
+    est = memory_per_gpu(
+        model, w.batch_per_gpu, resolved_precision(w), w.optimizer, schedule, options, gpus
+    )
+    return {
+        "memory_per_gpu_bytes": est.total,
+        "memory_breakdown_bytes": dict(est),
+        "device_memory_bytes": device,
+        "fits": None if device is None else bool(est.total <= device),
+    }
 
 
 def comm_estimator(engine: Engine):

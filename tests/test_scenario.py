@@ -108,7 +108,7 @@ def test_literal_choice_lists_allowed():
     d["workload"]["precision"] = "fp16"
     err = error_for(d)
     assert err.path == "workload.precision"
-    assert "allowed: fp32, amp" in str(err)
+    assert "allowed: fp32, tf32, amp" in str(err)
 
 
 def test_gpu_counts_must_fill_nodes_and_fit():

@@ -34,6 +34,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from simcluster.compute.precision import (
+    HALF_OPS,
+    PEAK_NAMES,
+    describe_key,
+    is_amp,
+    peak_key,
+    required_peak,
+)
 from simcluster.compute.profile import (
     KERNEL_FAMILIES,
     PASSES,
@@ -66,6 +74,7 @@ WHERE = ("device", "host")
 FEATURES: dict[str, str] = {
     "const": "1 (coefficient in seconds)",
     "flops": "FLOP",
+    "flops_wave": "FLOP as the SMs spend them: flops / wave utilisation (gemm_waves)",
     "bytes": "bytes",
     "bytes_spill": "bytes beyond the cache: max(0, bytes - roofline.cache_bytes)",
     "nbytes": "bytes",
@@ -145,6 +154,70 @@ class Fit:
 
 # ----------------------------------------------------------------------------- features
 
+#: GEMMs of a pass relative to the forward's, where not 1: attention's input gradient
+#: runs four matmuls (dQ, dK, dV, dP) against the forward's two
+PASS_GEMMS: dict[tuple[str, str], float] = {("attention", "bwd_input"): 2.0}
+
+#: output tile of one thread block of a tensor-core GEMM / implicit-GEMM convolution
+#: (an assumption: cuBLAS and cuDNN pick 64..256-wide tiles; 128 x 128 is the common one)
+TILE = 128
+#: split-K: a GEMM with fewer tiles than SMs splits its reduction into chunks of at least
+#: this many elements to fill the SMs (an assumption about cuBLAS / cuDNN heuristics)
+SPLIT_K_MIN = 256
+
+
+def _cdiv(a: float, b: float) -> int:
+    return int(-(-a // b))
+
+
+def gemm_shape(layer, batch: int, pass_: str) -> tuple[int, int, int, int] | None:
+    """(count, M, N, K) of the GEMM a pass runs (``count`` independent ones), or None
+    for op classes that run no GEMM. Convolutions as implicit GEMMs; an LSTM's per-step
+    GEMM (its steps run one after another); attention's fused kernel as ``batch x
+    heads`` blocks of ``seq`` rows."""
+    s = layer.shape
+    b = batch
+    if layer.op == "linear":
+        m, n, k = b * s.get("tokens", 1), s["out_features"], s["in_features"]
+        return {"fwd": (1, m, n, k), "bwd_input": (1, m, k, n), "bwd_weight": (1, n, k, m)}[pass_]
+    if layer.op == "conv":
+        g = s.get("groups", 1)
+        cin, cout = s["cin"] // g, s["cout"] // g
+        kk = s["kh"] * s["kw"]
+        p_out = b * s["hout"] * s["wout"]
+        p_in = b * s["hin"] * s["win"]
+        return {
+            "fwd": (g, p_out, cout, cin * kk),
+            "bwd_input": (g, p_in, cin, cout * kk),
+            "bwd_weight": (g, cout, cin * kk, p_out),
+        }[pass_]
+    if layer.op == "attention":
+        return (b * s["heads"], s["seq"], s["head_dim"], s["seq"])
+    if layer.op == "lstm":
+        h = s["hidden"]
+        m, n, k = b, 4 * h, s["input_size"] + h
+        return {"fwd": (1, m, n, k), "bwd_input": (1, m, k, n), "bwd_weight": (1, n, k, m)}[pass_]
+    return None
+
+
+def wave_utilisation(layer, batch: int, pass_: str, sm_count: int) -> float:
+    """Fraction of the SMs' slots a pass's GEMM fills, averaged over its waves.
+
+    ``tiles = count * ceil(M / TILE) * ceil(N / TILE)`` thread blocks (split-K
+    multiplies them when they are fewer than the SMs); they run in ``ceil(tiles / SMs)``
+    waves, the last one partly empty: utilisation ``tiles / (waves * SMs)`` (1 for op
+    classes without a GEMM, or when ``sm_count`` is unknown).
+    """
+    shape = gemm_shape(layer, batch, pass_) if sm_count > 0 else None
+    if shape is None:
+        return 1.0
+    count, m, n, k = shape
+    tiles = count * _cdiv(m, TILE) * _cdiv(n, TILE)
+    if tiles < sm_count:
+        tiles *= max(1, min(sm_count // tiles, k // SPLIT_K_MIN))
+    waves = _cdiv(tiles, sm_count)
+    return tiles / (waves * sm_count)
+
 
 def layer_variant(layer) -> str | None:
     """Sub-class of an op class that has its own fit when measured (or ``None``)."""
@@ -172,27 +245,36 @@ def _weight_elems(layer) -> int:
 
 
 def layer_features(
-    layer, batch: int, precision: str, pass_: str, cache_bytes: float = 0.0
+    layer,
+    batch: int,
+    precision: str,
+    pass_: str,
+    cache_bytes: float = 0.0,
+    sm_count: int = 0,
 ) -> dict[str, float]:
     """Feature values of one pass of a layer: ``const``, ``flops`` (FLOPs), ``bytes``,
     ``bytes_spill``.
 
     ``flops`` is the layer's forward FLOPs times the batch for every pass (each pass's
     coefficient absorbs its own ratio); ``bytes`` counts activations in and out at the
-    precision's width (4 bytes fp32 and tf32, 2 amp and amp_bf16) plus the weights (the
-    fp32 weight gradient in ``bwd_weight``); ``bytes_spill`` is the part of ``bytes``
-    beyond ``cache_bytes`` (the cache a pass runs in; data that does not fit comes from
-    slower memory).
+    precision's width (4 bytes fp32 / tf32, 2 under autocast: ``amp``, ``amp_bf16``) plus
+    the weights (the fp32 weight gradient in ``bwd_weight``); ``bytes_spill`` is the part
+    of ``bytes`` beyond ``cache_bytes`` (the cache a pass runs in; data that does not fit
+    comes from slower memory). ``flops_wave`` is ``flops`` over the pass's wave
+    utilisation on ``sm_count`` SMs (:func:`wave_utilisation`): small GEMMs and
+    convolutions that leave SMs idle cost as much as the full waves they occupy.
     """
-    a = 2 if precision.startswith("amp") else 4
+    a = 2 if is_amp(precision) else 4
     act = (layer.in_elems + layer.out_elems) * batch * a
     if layer.op == "embedding":  # the input is indices, not activations
         act = (layer.in_elems * 8 + layer.out_elems * a) * batch
     w = _weight_elems(layer) * (4 if pass_ == "bwd_weight" else a)
     nbytes = float(act + w)
+    flops = float(layer.flops) * batch
     return {
         "const": 1.0,
-        "flops": float(layer.flops) * batch,
+        "flops": flops,
+        "flops_wave": flops / wave_utilisation(layer, batch, pass_, sm_count),
         "bytes": nbytes,
         "bytes_spill": max(0.0, nbytes - cache_bytes),
     }
@@ -263,6 +345,26 @@ def kernel_features(
 # ----------------------------------------------------------------------------- profile
 
 
+def _memory_bytes(dev: Any, file: str) -> float | None:
+    """Device memory: ``device.roofline.memory_bytes``, else the spec sheet's."""
+    roof = dev.get("roofline", {}) if isinstance(dev, dict) else {}
+    mem = roof.get("memory_bytes") if isinstance(roof, dict) else None
+    if mem is None and isinstance(dev, dict) and dev.get("spec_profile"):
+        from simcluster.compute.loader import read_profile_data
+
+        try:
+            spec = read_profile_data(str(dev["spec_profile"]))
+        except ConfigError:
+            return None
+        mem = spec.get("device", {}).get("memory_bytes")
+    if mem is None:
+        return None
+    try:
+        return float(mem)
+    except (TypeError, ValueError):
+        raise ConfigError(file, "device.roofline.memory_bytes", mem, "must be a number") from None
+
+
 def _get(data: Any, path: tuple[str, ...], file: str, prefix: str) -> Any:
     cur = data
     walked = prefix
@@ -293,6 +395,9 @@ class MeasuredProfile(DeviceProfile):
         file: str = "<memory>",
         kernel_sources: dict[str, str] | None = None,
         cache_bytes: float = 0.0,
+        peak_flops: dict[str, float] | None = None,
+        memory_bytes: float | None = None,
+        sm_count: int = 0,
     ) -> None:
         self.name = name
         self.kind = kind
@@ -304,6 +409,14 @@ class MeasuredProfile(DeviceProfile):
         self.kernel_sources = kernel_sources or {}
         #: bytes of cache a layer pass runs in (``bytes_spill`` starts beyond it)
         self.cache_bytes = cache_bytes
+        #: the device's peak FLOP/s keys (``device.roofline.peak_flops``): which tensor
+        #: cores it has (a derived profile carries its target's spec sheet)
+        self.peak_flops = dict(peak_flops or {})
+        #: device memory in bytes (``device.roofline.memory_bytes``, else the spec sheet
+        #: ``device.spec_profile`` names); None when neither says
+        self.memory_bytes = memory_bytes
+        #: SMs of the device (``device.roofline.sm_count``; 0 = unknown: no wave model)
+        self.sm_count = sm_count
 
     # -- loading ----------------------------------------------------------------------
     @classmethod
@@ -380,18 +493,38 @@ class MeasuredProfile(DeviceProfile):
             raise ConfigError(
                 file, "device.roofline.cache_bytes", cache, "must be a number"
             ) from None
+        roof = dev.get("roofline", {}) if isinstance(dev, dict) else {}
+        peaks = roof.get("peak_flops", {}) if isinstance(roof, dict) else {}
         return cls(
             data["name"], data["kind"], data["provenance"], compute, kernels, alias, file, sources,
-            cache,
+            cache, peaks if isinstance(peaks, dict) else {}, _memory_bytes(dev, file),
+            int(roof.get("sm_count", 0) or 0) if isinstance(roof, dict) else 0,
         )  # fmt: skip
 
     # -- DeviceProfile -----------------------------------------------------------------
+    def precision_problem(self, precision: str) -> str | None:
+        """Why compute key ``precision`` cannot be timed here (None when it can)."""
+        if precision in self.compute:
+            return None
+        need = required_peak(precision)
+        if self.kind == "derived" and need not in self.peak_flops:
+            return (
+                f"device of profile {self.name!r} has no {PEAK_NAMES.get(need, need)} "
+                f"(device.roofline.peak_flops lists {', '.join(sorted(self.peak_flops))}), "
+                f"so it cannot run {describe_key(precision)}"
+            )
+        return (
+            f"profile {self.name!r} has no {describe_key(precision)} fits "
+            f"(device.compute.{precision} is missing; it has {', '.join(self.compute)}): "
+            f"calibrate with --precisions fp32,{precision} on the device, derive them from a "
+            f"profile that has them (simcluster calibrate derive), or simulate at fp32"
+        )
+
     def _compute_fit(self, layer, precision: str, pass_: str) -> Fit:
         if precision not in self.compute:
             raise ConfigError(
                 self.file, f"device.compute.{precision}", None,
-                f"profile {self.name!r} has no {precision} fits; calibrate with "
-                f"--precisions fp32,{precision} or simulate at fp32",
+                self.precision_problem(precision) or "missing field",
             )  # fmt: skip
         table = self.compute[precision]
         variant = layer_variant(layer)
@@ -410,7 +543,37 @@ class MeasuredProfile(DeviceProfile):
         if pass_ == "bwd_input" and layer.op == "embedding":
             return 0.0
         fit = self._compute_fit(layer, precision, pass_)
-        return fit(layer_features(layer, batch, precision, pass_, self.cache_bytes))
+        t = fit(layer_features(layer, batch, precision, pass_, self.cache_bytes, self.sm_count))
+        peak = self.math_peak(layer.op, precision)
+        if peak:
+            t = max(t, PASS_GEMMS.get((layer.op, pass_), 1.0) * layer.flops * batch / peak)
+        return t
+
+    def math_peak(self, op: str, precision: str) -> float | None:
+        """Peak FLOP/s the op class's math runs at under ``precision`` (None: no bound).
+
+        A fitted cost model is linear in FLOPs, and its slope, fitted on small layers
+        whose time is mostly fixed cost, can stand for a rate above what the device's
+        math units can do; :meth:`layer_time` never returns less than the pass's FLOPs
+        at this peak (``device.roofline.peak_flops``: the spec sheet's for a derived
+        profile, the measured GEMM rate for a measured one). Only for the GEMM op
+        classes. A measured GPU profile's ``fp32`` fits of cuDNN op classes ran on
+        TF32 tensor cores (PyTorch's default, unless the profile has ``tf32`` fits,
+        i.e. was measured strictly), so they are bounded by ``tf32_tensor`` if listed.
+        """
+        if op not in HALF_OPS:
+            return None
+        key = peak_key(precision, op)
+        if (
+            self.kind == "measured"
+            and precision == "fp32"
+            and op in ("conv", "lstm")
+            and "tf32" not in self.compute
+            and str(self.provenance.get("device", "")).startswith("cuda")
+        ):
+            key = "tf32_tensor"
+        peak = self.peak_flops.get(key)
+        return float(peak) if peak else None
 
     def kernel_time(self, family: str, **params: float | str) -> float:
         """Seconds for one kernel of ``family`` (parameters: :data:`KERNEL_FAMILIES`)."""
@@ -419,7 +582,7 @@ class MeasuredProfile(DeviceProfile):
             path = ("memcpy", self.memcpy_alias[path[1]])
         return self.kernels[path](kernel_features(family, params, self.cache_bytes))
 
-    def optimizer_time(self, num_params: int, precision: str) -> float:
+    def sgd_time(self, num_params: float) -> float:
         """Seconds for an SGD-with-momentum step over ``num_params`` fp32 parameters."""
         return self.kernel_time("optimizer", num_params=num_params)
 

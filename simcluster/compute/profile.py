@@ -18,9 +18,28 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import Any
 
-__all__ = ["DeviceProfile", "SpecProfile", "PRECISIONS", "PASSES", "KERNEL_FAMILIES"]
+from simcluster.compute.precision import (
+    COMPUTE_KEYS,
+    PEAK_NAMES,
+    activation_bytes,
+    describe_key,
+    is_amp,
+    peak_key,
+    required_peak,
+)
 
-PRECISIONS = ("fp32", "tf32", "amp", "amp_bf16")
+__all__ = [
+    "DeviceProfile",
+    "SpecProfile",
+    "PRECISIONS",
+    "PASSES",
+    "KERNEL_FAMILIES",
+    "OPTIMIZERS",
+    "OPTIMIZER_PASSES",
+]
+
+#: precision keys a profile times (:data:`simcluster.compute.precision.COMPUTE_KEYS`)
+PRECISIONS = COMPUTE_KEYS
 PASSES = ("fwd", "bwd_input", "bwd_weight")
 #: Kernel families a schedule may time with :meth:`DeviceProfile.kernel_time`, and their
 #: parameters. Sizes are element counts (fp32 unless stated), bytes are bytes.
@@ -41,8 +60,26 @@ KERNEL_FAMILIES: dict[str, str] = {
 }
 SPARSIFY_METHODS = ("exact", "dgc", "gaussian", "random", "threshold")
 
-#: op classes whose math runs on tensor cores under amp
-_MATMUL_OPS = {"conv", "linear", "attention", "lstm"}
+#: Bytes of fp32 memory traffic per parameter of each pass of an optimizer step, as
+#: PyTorch's fused / foreach implementations run it (a memory-bandwidth model):
+#:
+#: * ``sgd`` (momentum): read param, grad, momentum; write param, momentum: 5 x 4 B;
+#: * ``adam`` / ``adamw``: read param, grad, m, v; write param, m, v: 7 x 4 B (AdamW's
+#:   decoupled weight decay is folded into the same pass);
+#: * ``lamb`` (NVIDIA's FusedLAMB): pass 1 reads grad, m, v, param and writes m, v and
+#:   the update (7 x 4 B); the per-tensor norms of param and update read 2 x 4 B; pass 2
+#:   reads param and update and writes param (3 x 4 B).
+OPTIMIZER_PASSES: dict[str, tuple[int, ...]] = {
+    "sgd": (20,),
+    "adam": (28,),
+    "adamw": (28,),
+    "lamb": (28, 8, 12),
+}
+OPTIMIZERS = tuple(OPTIMIZER_PASSES)
+#: bytes per parameter of the measured ``optimizer`` kernel (SGD with momentum)
+SGD_BYTES_PER_PARAM = 20
+#: GradScaler's unscale + inf check per parameter under fp16 autocast: read + write grad
+UNSCALE_BYTES_PER_PARAM = 8
 
 
 class DeviceProfile(ABC):
@@ -56,9 +93,32 @@ class DeviceProfile(ABC):
     def layer_time(self, layer, batch: int, precision: str, pass_: str) -> float:
         """Seconds for one pass (``fwd``, ``bwd_input``, ``bwd_weight``) of a layer."""
 
+    #: device memory (bytes) from the spec sheet; None when the profile does not say
+    memory_bytes: float | None = None
+
+    def optimizer_time(self, num_params: int, precision: str, optimizer: str = "sgd") -> float:
+        """Seconds for one optimizer step over ``num_params`` fp32 parameters.
+
+        Each pass of :data:`OPTIMIZER_PASSES` costs what the device's SGD-momentum step
+        (:meth:`sgd_time`, 20 bytes per parameter) costs for the same bytes; fp16
+        autocast adds GradScaler's unscale pass (:data:`UNSCALE_BYTES_PER_PARAM`).
+        """
+        if optimizer not in OPTIMIZER_PASSES:
+            raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {optimizer!r}")
+        t = 0.0
+        for nbytes in OPTIMIZER_PASSES[optimizer]:
+            t += self.sgd_time(num_params * nbytes / SGD_BYTES_PER_PARAM)
+        if precision == "amp":
+            t += self.elementwise_time(UNSCALE_BYTES_PER_PARAM * num_params)
+        return t
+
     @abstractmethod
-    def optimizer_time(self, num_params: int, precision: str) -> float:
-        """Seconds for an SGD-with-momentum step over ``num_params`` parameters."""
+    def sgd_time(self, num_params: float) -> float:
+        """Seconds for an SGD-with-momentum step over ``num_params`` fp32 parameters."""
+
+    @abstractmethod
+    def precision_problem(self, precision: str) -> str | None:
+        """Why this device cannot run compute key ``precision`` (None when it can)."""
 
     @abstractmethod
     def memcpy_time(self, nbytes: float, kind: str = "d2d") -> float:
@@ -93,6 +153,8 @@ class SpecProfile(DeviceProfile):
         self.launch_overhead = float(data["launch_overhead_s"])
         self.efficiency: dict[str, float] = {k: float(v) for k, v in data["efficiency"].items()}
         self.host_link_bandwidth = float(data.get("host_link_bandwidth", self.memory_bandwidth))
+        mem = data.get("memory_bytes")
+        self.memory_bytes = float(mem) if mem is not None else None
         # The host CPU that offloaded kernels run on (bytes/s, seconds, fraction).
         host = data.get("host", {})
         self.host = {
@@ -101,13 +163,23 @@ class SpecProfile(DeviceProfile):
             "launch_overhead_s": float(host.get("launch_overhead_s", 2e-6)),
         }
 
-    def _peak(self, op: str, precision: str) -> float:
-        if precision == "amp" and op in _MATMUL_OPS and "fp16_tensor" in self.peak_flops:
-            return self.peak_flops["fp16_tensor"]
-        return self.peak_flops["fp32"]
+    def precision_problem(self, precision: str) -> str | None:
+        if precision not in PRECISIONS:
+            return f"unknown precision key {precision!r}; known: {', '.join(PRECISIONS)}"
+        need = required_peak(precision)
+        if need in self.peak_flops:
+            return None
+        return (
+            f"device profile {self.name!r} has no {PEAK_NAMES[need]} (its spec sheet lists "
+            f"{', '.join(PEAK_NAMES[k] for k in self.peak_flops if k in PEAK_NAMES)}), so it "
+            f"cannot run {describe_key(precision)}"
+        )
 
-    def _act_bytes(self, precision: str) -> int:
-        return 2 if precision == "amp" else 4
+    def _peak(self, op: str, precision: str) -> float:
+        key = peak_key(precision, op)
+        if key not in self.peak_flops:
+            raise ValueError(self.precision_problem(precision) or key)
+        return self.peak_flops[key]
 
     def _roofline(self, flops: float, nbytes: float, op: str, precision: str) -> float:
         eff = self.efficiency.get(op, self.efficiency.get("default", 0.5))
@@ -116,21 +188,36 @@ class SpecProfile(DeviceProfile):
         return self.launch_overhead + max(t_math, t_mem)
 
     def layer_time(self, layer, batch: int, precision: str, pass_: str) -> float:
+        """Roofline time of one pass; under autocast plus the casts autocast adds.
+
+        Casts (autocast, stated): a half-precision layer with weights casts them
+        fp32 -> half in every forward (read 4 B, write 2 B per weight); an op autocast
+        runs in fp32 (layer norm) casts its half input up (read 2 B, write 4 B per input
+        element) in forward and its input gradient back down in backward.
+        """
         if pass_ not in PASSES:
             raise ValueError(f"pass must be one of {PASSES}, got {pass_!r}")
-        a = self._act_bytes(precision)
+        variant = layer.shape.get("kind") if layer.op == "norm" else None
+        a = activation_bytes(precision, layer.op, variant)
+        w = a if peak_key(precision, layer.op) != "fp32" and is_amp(precision) else 4
         if pass_ == "bwd_weight":
             if layer.params == 0:
                 return 0.0
             # reads input and output gradient, writes the weight gradient (fp32)
             nbytes = (layer.in_elems + layer.out_elems) * batch * a + layer.params * 4
         else:
-            nbytes = (layer.in_elems + layer.out_elems) * batch * a + layer.params * a
-        return self._roofline(layer.flops * batch, nbytes, layer.op, precision)
+            nbytes = (layer.in_elems + layer.out_elems) * batch * a + layer.params * w
+        t = self._roofline(layer.flops * batch, nbytes, layer.op, precision)
+        if is_amp(precision):
+            if pass_ == "fwd" and w == 2 and layer.params:
+                t += self.elementwise_time(6 * layer.params)
+            if a == 4 and pass_ in ("fwd", "bwd_input"):
+                t += self.elementwise_time(6 * layer.in_elems * batch)
+        return t
 
-    def optimizer_time(self, num_params: int, precision: str) -> float:
-        # fused SGD + momentum: read param, grad, momentum; write param, momentum (fp32)
-        return self.elementwise_time(5 * 4 * num_params)
+    def sgd_time(self, num_params: float) -> float:
+        """Fused SGD + momentum: 20 bytes per parameter (see :data:`OPTIMIZER_PASSES`)."""
+        return self.elementwise_time(SGD_BYTES_PER_PARAM * num_params)
 
     def memcpy_time(self, nbytes: float, kind: str = "d2d") -> float:
         if kind == "d2d":
@@ -202,5 +289,5 @@ class SpecProfile(DeviceProfile):
             factor = 2.0 if kind.endswith("pageable") else 1.0
             return self.launch_overhead + factor * nbytes / self.host_link_bandwidth
         if family == "optimizer":
-            return self.optimizer_time(int(p["num_params"]), "fp32")
+            return self.sgd_time(float(p["num_params"]))
         raise ValueError(f"unknown kernel family {family!r}; known: {sorted(KERNEL_FAMILIES)}")

@@ -28,11 +28,24 @@ whose device has no spec sheet (a CPU of unknown SKU) serves as its own: its
 ``roofline`` section holds the attainable rates measured during calibration (large fp32
 GEMM, large copy, smallest-op dispatch time).
 
-``amp``: when the source has amp fits, they are scaled with the precision's peak
-(``fp16_tensor`` for matmul op classes where both devices have it). When it has none
-(a CPU source), amp fits are synthesised from the fp32 ones: flops terms of matmul op
-classes at the target's ``fp16_tensor`` peak (the same fraction of peak as in fp32),
-byte terms halved (2-byte activations). Stated in the derived profile's provenance.
+Precisions (:mod:`simcluster.compute.precision`): the target gets a ``device.compute``
+key for every precision its spec sheet has the math units for (no ``tf32`` or
+``amp_bf16`` on a V100). Each fit's ``flops`` term is scaled from the peak the source
+*ran* the op class at to the peak the target runs it at under that key
+(:func:`source_math`, :func:`~simcluster.compute.precision.peak_key`). Where the source
+has no fits for a key they are made from the nearest it has: ``tf32`` from ``fp32``
+(same fraction of the TF32 peak), ``amp_bf16`` from ``amp`` (fp16 and bf16 tensor cores
+run at the same rate on A100 / H100 / H200, and the bytes are the same), ``amp`` from
+``fp32`` (matmul op classes at the ``fp16_tensor`` peak, byte terms halved). Stated in
+the derived profile's provenance.
+
+What the source's ``fp32`` fits ran at: PyTorch's defaults are
+``torch.backends.cuda.matmul.allow_tf32 = False`` and
+``torch.backends.cudnn.allow_tf32 = True``, so on an Ampere-or-newer GPU a profile
+measured with the defaults has convolutions and cuDNN LSTMs on TF32 tensor cores and
+linear / attention matmuls in strict fp32. A profile that also has ``tf32`` fits was
+measured by the harness that runs ``fp32`` strictly (both flags off); a profile may state
+the flags itself in ``provenance.allow_tf32`` (``{key: {matmul: bool, cudnn: bool}}``).
 
 Host <-> device copies of a CPU source (which has no host link: its memcpy kinds are
 aliases of ``d2d``) come from the target's spec sheet: launch overhead + bytes /
@@ -50,6 +63,14 @@ from pathlib import Path
 from typing import Any
 
 from simcluster.compute.measured import MEMCPY_KINDS, MeasuredProfile
+from simcluster.compute.precision import (
+    COMPUTE_KEYS,
+    HALF_OPS,
+    describe_key,
+    is_amp,
+    peak_key,
+    required_peak,
+)
 from simcluster.errors import ConfigError
 
 __all__ = [
@@ -60,11 +81,15 @@ __all__ = [
     "term_of",
     "derive_profile_data",
     "derive_profile",
+    "source_math",
     "BIG_JUMP",
 ]
 
 #: op classes whose math runs on tensor cores under amp
-MATMUL_OPS = ("conv", "linear", "attention", "lstm")
+MATMUL_OPS = tuple(sorted(HALF_OPS))
+#: op classes cuDNN runs (``torch.backends.cudnn.allow_tf32``); the other matmul classes
+#: go through cuBLAS (``torch.backends.cuda.matmul.allow_tf32``)
+CUDNN_OPS = ("conv", "lstm")
 
 #: kernel launches per call assumed when a CPU constant becomes GPU launches
 #: (as :meth:`SpecProfile.kernel_time` assumes them); anything else launches one
@@ -90,16 +115,26 @@ class DeviceSpec:
     host_bandwidth: float
     host_launch_overhead_s: float
     host_link_bandwidth: float | None = None
+    #: device memory (bytes) from the spec sheet, None when it does not say
+    memory_bytes: float | None = None
+    #: streaming multiprocessors (spec sheet); 0 when unknown
+    sm_count: int = 0
     origin: str = "spec sheet"
     notes: list[str] = field(default_factory=list)
     #: ``gpu`` or ``cpu``: a CPU's per-call constants do not carry over to a GPU
     processor: str = "gpu"
 
     def peak(self, precision: str, op: str) -> tuple[str, float]:
-        """(key, FLOP/s) used for ``op`` at ``precision``."""
-        if precision == "amp" and op in MATMUL_OPS and "fp16_tensor" in self.peak_flops:
-            return "fp16_tensor", self.peak_flops["fp16_tensor"]
+        """(key, FLOP/s) used for ``op`` at compute key ``precision`` (the fp32 peak
+        where the device lists no tensor-core peak for it)."""
+        key = peak_key(precision, op)
+        if key in self.peak_flops:
+            return key, self.peak_flops[key]
         return "fp32", self.peak_flops["fp32"]
+
+    def has(self, precision: str) -> bool:
+        """Whether the device has the math units compute key ``precision`` needs."""
+        return required_peak(precision) in self.peak_flops
 
 
 def spec_from_profile_data(data: dict[str, Any], file: str = "<memory>") -> DeviceSpec:
@@ -124,6 +159,8 @@ def spec_from_profile_data(data: dict[str, Any], file: str = "<memory>") -> Devi
         host_link_bandwidth=float(dev["host_link_bandwidth"])
         if "host_link_bandwidth" in dev
         else None,
+        memory_bytes=float(dev["memory_bytes"]) if "memory_bytes" in dev else None,
+        sm_count=int(dev.get("sm_count", 0)),
         origin=f"spec profile {file}",
         notes=[
             "memory_bandwidth = datasheet x memory_efficiency "
@@ -171,14 +208,14 @@ def load_spec(name_or_path: str) -> tuple[DeviceSpec, str]:
         raise ConfigError(
             str(path), "kind", data["kind"], "the transfer model needs a spec sheet", ["spec"]
         )
-    return spec_from_profile_data(data, str(path)), str(path)
+    return spec_from_profile_data(data, _shown(path)), str(path)
 
 
 def term_of(feature: str) -> str:
     """Which rate a feature's term scales with: ``launch``, ``compute`` or ``memory``."""
     if feature == "const":
         return "launch"
-    if feature == "flops":
+    if feature in ("flops", "flops_wave"):
         return "compute"
     return "memory"
 
@@ -216,6 +253,100 @@ def _ratios(src: DeviceSpec, tgt: DeviceSpec, precision: str, op: str) -> dict[s
     }
 
 
+def _allow_tf32(measured: dict[str, Any], key: str, source: DeviceSpec) -> dict[str, bool]:
+    """The TF32 flags the source's ``key`` fits were measured with (see module doc)."""
+    stated = measured.get("provenance", {}).get("allow_tf32", {})
+    if isinstance(stated, dict) and isinstance(stated.get(key), dict):
+        flags = stated[key]
+        return {"matmul": bool(flags.get("matmul")), "cudnn": bool(flags.get("cudnn"))}
+    if key == "tf32":
+        return {"matmul": True, "cudnn": True}
+    if key != "fp32" or source.processor != "gpu" or "tf32_tensor" not in source.peak_flops:
+        return {"matmul": False, "cudnn": False}
+    if "tf32" in measured["device"]["compute"]:
+        return {"matmul": False, "cudnn": False}  # the strict-fp32 harness
+    return {"matmul": False, "cudnn": True}  # PyTorch's defaults
+
+
+def source_math(measured: dict[str, Any], key: str, op: str, source: DeviceSpec) -> str:
+    """The peak key an op class's ``key`` fits ran at on the source device."""
+    base = op.split(":", 1)[0]
+    if key in ("fp32", "tf32") and base in HALF_OPS:
+        flags = _allow_tf32(measured, key, source)
+        on = flags["cudnn"] if base in CUDNN_OPS else flags["matmul"]
+        return "tf32_tensor" if on and "tf32_tensor" in source.peak_flops else "fp32"
+    return source.peak(key, base)[0]
+
+
+#: where a target key's fits come from when the source lacks them
+_FALLBACK = {"tf32": "fp32", "amp_bf16": "amp", "amp": "fp32"}
+
+
+def _source_key(key: str, have: dict[str, Any]) -> str:
+    while key not in have:
+        key = _FALLBACK[key]
+    return key
+
+
+def _derive_compute(
+    measured: dict[str, Any],
+    source: DeviceSpec,
+    target: DeviceSpec,
+    launch: float | None,
+    notes: list[str],
+) -> dict[str, Any]:
+    """``device.compute`` of the target: every key its math units allow (module doc)."""
+    have = measured["device"]["compute"]
+    out: dict[str, Any] = {}
+    made: list[str] = []
+    skipped = [describe_key(k) for k in COMPUTE_KEYS if not target.has(k)]
+    for key in COMPUTE_KEYS:
+        if not target.has(key):
+            continue
+        src_key = _source_key(key, have)
+        halve = 0.5 if (is_amp(key) and not is_amp(src_key)) else 1.0
+        if src_key != key:
+            made.append(f"{key} from {src_key}")
+        out[key] = {}
+        for name, passes in have[src_key].items():
+            op = name.split(":", 1)[0]
+            s_key = source_math(measured, src_key, op, source)
+            p_src = source.peak_flops.get(s_key, source.peak_flops["fp32"])
+            _, p_tgt = target.peak(key, op)
+            r = {
+                "launch": target.launch_overhead_s / source.launch_overhead_s,
+                "compute": p_src / p_tgt,
+                "memory": source.memory_bandwidth / target.memory_bandwidth,
+            }
+            out[key][name] = {p: _scale_fit(f, r, halve, launch) for p, f in passes.items()}
+    ran = sorted(
+        {
+            f"{k}: {op} at {source_math(measured, k, op, source)}"
+            for k in have
+            for op in MATMUL_OPS
+            if k in ("fp32", "tf32")
+        }
+    )
+    notes.append(
+        "flops terms scaled from the peak each op class ran at on the source to the peak "
+        f"it runs at on the target under each key; source ran {'; '.join(ran)}"
+    )
+    if _allow_tf32(measured, "fp32", source)["cudnn"]:
+        notes.append(
+            "the source's fp32 fits were measured with PyTorch defaults: cuDNN convolutions "
+            "and LSTMs on TF32 tensor cores (torch.backends.cudnn.allow_tf32 = True), matmuls "
+            "strict fp32; their conv / lstm flops terms are scaled from the source's TF32 peak"
+        )
+    if made:
+        notes.append(
+            "fits synthesised from another precision's (same fraction of the target's peak; byte "
+            "terms halved where fp32 becomes autocast): " + ", ".join(made)
+        )
+    if skipped:
+        notes.append("no fits for " + ", ".join(skipped) + ": the target lacks the math units")
+    return out
+
+
 def derive_profile_data(
     measured: dict[str, Any],
     source: DeviceSpec,
@@ -232,16 +363,8 @@ def derive_profile_data(
         )  # fmt: skip
     MeasuredProfile.from_data(measured, source_file)  # validates every field first
     dev = measured["device"]
-    compute_src = dev["compute"]
     cross = source.processor == "cpu" and target.processor == "gpu"
     launch = target.launch_overhead_s if cross else None
-    compute: dict[str, Any] = {}
-    for precision, classes in compute_src.items():
-        compute[precision] = {}
-        for key, passes in classes.items():
-            op = key.split(":", 1)[0]
-            r = _ratios(source, target, precision, op)
-            compute[precision][key] = {p: _scale_fit(f, r, 1.0, launch) for p, f in passes.items()}
     notes: list[str] = []
     if cross:
         notes.append(
@@ -250,19 +373,7 @@ def derive_profile_data(
             "projection, compress, decompress as SpecProfile assumes); host kernels keep "
             "the launch-overhead ratio"
         )
-    if "amp" not in compute_src:
-        compute["amp"] = {}
-        for key, passes in compute_src["fp32"].items():
-            op = key.split(":", 1)[0]
-            r = _ratios(source, target, "fp32", op)
-            _, p_tgt_fp32 = target.peak("fp32", op)
-            _, p_tgt_amp = target.peak("amp", op)
-            r["compute"] *= p_tgt_fp32 / p_tgt_amp
-            compute["amp"][key] = {p: _scale_fit(f, r, 0.5, launch) for p, f in passes.items()}
-        notes.append(
-            "amp fits synthesised from fp32 fits: matmul op classes at the target's "
-            "fp16_tensor peak (same fraction of peak as fp32), byte terms halved"
-        )
+    compute = _derive_compute(measured, source, target, launch, notes)
 
     dev_r = {
         "launch": target.launch_overhead_s / source.launch_overhead_s,
@@ -354,6 +465,9 @@ def derive_profile_data(
                 "launch_overhead_s": target.launch_overhead_s,
                 # the spill threshold stays the source's: spec sheets carry no cache size
                 "cache_bytes": float(dev.get("roofline", {}).get("cache_bytes", 0.0)),
+                **({"memory_bytes": target.memory_bytes} if target.memory_bytes else {}),
+                # waves are counted on the target's SMs (flops_wave, measured.py)
+                **({"sm_count": target.sm_count} if target.sm_count else {}),
                 "host": {
                     "memory_bandwidth": target.host_bandwidth,
                     "launch_overhead_s": target.host_launch_overhead_s,
@@ -432,9 +546,19 @@ def derive_profile(
     if src_spec_name:
         src, _ = load_spec(src_spec_name)
     else:
-        src = spec_from_roofline(data, str(path))
+        src = spec_from_roofline(data, _shown(path))
     tgt, _ = load_spec(target)
-    return derive_profile_data(copy.deepcopy(data), src, tgt, out_name, str(path), command)
+    return derive_profile_data(copy.deepcopy(data), src, tgt, out_name, _shown(path), command)
+
+
+def _shown(path: Path) -> str:
+    """A file's path relative to the project when inside it (provenance stays portable)."""
+    from simcluster.paths import project_root
+
+    try:
+        return str(Path(path).resolve().relative_to(project_root().resolve()))
+    except ValueError:
+        return str(path)
 
 
 def dumps(data: dict[str, Any]) -> str:

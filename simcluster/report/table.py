@@ -11,6 +11,7 @@ __all__ = [
     "segment_table",
     "human_seconds",
     "human_bytes",
+    "memory_warnings",
 ]
 
 
@@ -68,6 +69,7 @@ def scaling_table(records: Sequence[dict[str, Any]]) -> str:
                 f"{r['speedup']:.2f}x",
                 f"{100 * r['efficiency']:.1f}%",
                 human_bytes(r["inter_node_bytes"]),
+                _memory_cell(r),
             )
             for r in records
             if r["schedule"] == name
@@ -91,12 +93,36 @@ def scaling_table(records: Sequence[dict[str, Any]]) -> str:
                     "speedup",
                     "efficiency",
                     "inter-node/iter",
+                    "mem/GPU",
                 ],
                 rows,
             )
         )
         out.append("")
     return "\n".join(out).rstrip() + "\n"
+
+
+def _memory_cell(r: dict[str, Any]) -> str:
+    mem = r.get("memory_per_gpu_bytes")
+    if mem is None:
+        return "-"
+    return human_bytes(mem) + (" !" if r.get("fits") is False else "")
+
+
+def memory_warnings(records: Sequence[dict[str, Any]]) -> list[str]:
+    """One line per record whose memory per GPU exceeds the device's."""
+    out = []
+    for r in records:
+        if r.get("fits") is False:
+            parts = ", ".join(
+                f"{k} {human_bytes(v)}" for k, v in r["memory_breakdown_bytes"].items() if v > 0
+            )
+            out.append(
+                f"warning: {r['schedule']} at {r['gpus']} GPUs needs "
+                f"{human_bytes(r['memory_per_gpu_bytes'])} per GPU, more than the device's "
+                f"{human_bytes(r['device_memory_bytes'])} ({parts})"
+            )
+    return out
 
 
 def segment_table(records: Sequence[dict[str, Any]]) -> str:

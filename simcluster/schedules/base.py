@@ -61,7 +61,7 @@ class BuildContext:
         only schedules with ``needs_model = False`` are built then).
     profile: kernel times.
     batch: samples per rank per micro-step.
-    precision: ``fp32`` or ``amp``.
+    precision: compute key: ``fp32``, ``tf32``, ``amp`` (fp16) or ``amp_bf16``.
     accumulation: micro-steps per iteration (only the last one synchronises).
     seed: for any random choice.
     """
@@ -77,6 +77,8 @@ class BuildContext:
     #: seconds a collective would take alone on this cluster (an offline alpha-beta
     #: estimate, as SSFusion measures); set by the study, None in bare tests
     comm_estimate: Callable[[Any], float] | None = None
+    #: optimizer of the step (``sgd``, ``adam``, ``adamw``, ``lamb``)
+    optimizer: str = "sgd"
 
     def with_batch(self, batch: int) -> BuildContext:
         return replace(self, batch=batch)

@@ -63,5 +63,5 @@ class DDP(Schedule):
             "allreduce",
         )
         deps = (backward_done, *synced[-1:])
-        optimizer_step(prog, ctx.profile, ctx.model.params, ctx.precision, deps)
+        optimizer_step(prog, ctx.profile, ctx.model.params, ctx.precision, deps, ctx.optimizer)
         return Iteration([prog], samples=ctx.gpus * ctx.batch * ctx.accumulation)

@@ -172,7 +172,7 @@ class _ADMMBase(Schedule):
         prox = prog.add(
             compute("proximal", p.elementwise_time(4 * 4 * ctx.model.params), "proximal")
         )
-        optimizer_step(prog, p, ctx.model.params, ctx.precision, (prox.id,))
+        optimizer_step(prog, p, ctx.model.params, ctx.precision, (prox.id,), ctx.optimizer)
         return Iteration([prog], samples=ctx.gpus * ctx.batch * ctx.accumulation)
 
     def consensus(self, ctx: BuildContext, fraction: float, frozen: bool) -> Iteration:

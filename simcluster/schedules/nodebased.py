@@ -86,7 +86,12 @@ class NodeBased(Schedule):
             "intra",
         )
         opt = optimizer_step(
-            prog, ctx.profile, ctx.model.params, ctx.precision, (backward_done, *synced[-1:])
+            prog,
+            ctx.profile,
+            ctx.model.params,
+            ctx.precision,
+            (backward_done, *synced[-1:]),
+            ctx.optimizer,
         )
         if average and ctx.gpus > 1:
             call = CollectiveCall(

@@ -392,7 +392,7 @@ class _Fusion(Schedule):
                     )
                 ).id
         deps = (last, *comm_ops[-1:])
-        optimizer_step(prog, p, ctx.model.params, ctx.precision, deps)
+        optimizer_step(prog, p, ctx.model.params, ctx.precision, deps, ctx.optimizer)
         extra = {
             "buffers": len(buffers),
             "sparsified_tensors": sum(

@@ -67,5 +67,5 @@ class TopK(Schedule):
             numel = ctx.model.layers[i].params
             t = p.kernel_time("scatter_add", numel=ctx.gpus * k) + p.elementwise_time(8 * numel)
             last = prog.add(compute(f"decompress.{i}", t, "decompress", (op,))).id
-        optimizer_step(prog, p, ctx.model.params, ctx.precision, (last,))
+        optimizer_step(prog, p, ctx.model.params, ctx.precision, (last,), ctx.optimizer)
         return Iteration([prog], samples=ctx.gpus * ctx.batch * ctx.accumulation)

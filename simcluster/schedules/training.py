@@ -181,10 +181,16 @@ def forward_backward(
 
 
 def optimizer_step(
-    prog: RankClass, profile: DeviceProfile, num_params: int, precision: str, deps: tuple[str, ...]
+    prog: RankClass,
+    profile: DeviceProfile,
+    num_params: int,
+    precision: str,
+    deps: tuple[str, ...],
+    optimizer: str = "sgd",
 ) -> str:
-    """Append the SGD-with-momentum step; returns its op id."""
-    t = profile.optimizer_time(num_params, precision)
+    """Append the optimizer step (``sgd`` with momentum, ``adam``, ``adamw``, ``lamb``);
+    returns its op id."""
+    t = profile.optimizer_time(num_params, precision, optimizer)
     return prog.add(compute("optimizer", t, "optimizer", deps)).id
 
 

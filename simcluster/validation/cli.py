@@ -29,6 +29,7 @@ def add_arguments(v: argparse.ArgumentParser) -> None:
         "--references", help="folder of reference YAML files (default scenarios/references)"
     )
     v.add_argument("--no-plot", action="store_true", help="skip the scatter plot")
+    v.add_argument("--paper", help="only the reference files of this paper (e.g. ANCHORS, PRUNEX)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -50,6 +51,11 @@ def run(args: argparse.Namespace) -> int:
     else:
         if args.which in ("paper", "all"):
             files = load_references(args.references)
+            if args.paper:
+                names = [f.paper for f in files]
+                files = [f for f in files if f.paper.lower() == args.paper.lower()]
+                if not files:
+                    raise ConfigError(None, "--paper", args.paper, "no such paper", names)
             results += run_cases(files, progress=ProgressBar(), jobs=args.jobs)
         if args.which in ("live", "all"):
             folder = (
