@@ -8,6 +8,16 @@ at the smallest count). A single-size study is strong scaling at one size.
 
 Speedup and efficiency are against the smallest size: time to train for
 strong/single, throughput for weak.
+
+Per-step figures come twice: ``iteration_time_s``, ``compute_s``, ``comm_s``,
+``exposed_comm_s`` are means over every step of the run (the partial last step
+of each epoch and any consensus rounds included); ``step_time_s``,
+``step_compute_s``, ``step_comm_s``, ``step_exposed_comm_s`` are means over the
+full-batch steps only (``step_samples`` samples over all ranks, ``full_steps``
+of them), and ``partial_step_time_s`` / ``partial_samples`` / ``partial_steps``
+describe the partial one apart (None when every step is full). At a fixed
+per-GPU batch the run means fall as GPUs grow only because the partial step
+weighs more; the full-step figures do not.
 """
 
 from __future__ import annotations
@@ -119,7 +129,11 @@ def simulate_plan(
     """Simulate every segment of the schedule's plan; per-step averages and traces.
 
     Returns (metrics, traces by segment label). Metrics are means over all steps
-    of the run: seconds per step, bytes per step, plus run totals.
+    of the run (seconds per step, bytes per step), the same over full-batch steps
+    only (``step_*``), the partial step apart (``partial_*``), plus run totals.
+    A training segment (``steps > 0``) is full when its program processes the most
+    samples of any training segment, partial when fewer; consensus rounds and other
+    programs with ``steps == 0`` are neither.
     """
     segments = schedule.plan(ctx, run)
     total_time = 0.0
@@ -149,6 +163,7 @@ def simulate_plan(
                 "plain": seg.plain,
                 "count": seg.count,
                 "time_s": t,
+                "compute_s": trace.busy_time(rep, "compute"),
                 "comm_s": trace.busy_time(rep, "comm"),
                 "inter_node_bytes": trace.inter_node_bytes,
                 "extra": seg.iteration.extra,
@@ -158,6 +173,7 @@ def simulate_plan(
             }
         )
     steps = max(total_steps, 1e-300)
+    full_step, partial_step = _step_split(seg_records, segments)
     metrics = {
         "iteration_time_s": total_time / steps,
         "compute_s": compute / steps,
@@ -168,9 +184,51 @@ def simulate_plan(
         "breakdown_s": {k: v / steps for k, v in sorted(breakdown.items())},
         "inter_node_bytes": inter / steps,
         "inter_node_bytes_total": inter,
+        **full_step,
+        **partial_step,
         "segments": seg_records,
     }
     return metrics, traces
+
+
+def _step_split(seg_records: list[dict[str, Any]], segments) -> tuple[dict, dict]:
+    """Full-batch step means and the partial step, from the simulated segments.
+
+    Weights are runs x steps; a full program that never runs (a dataset smaller
+    than one batch) still gives its time, unweighted.
+    """
+    train = [(r, s) for r, s in zip(seg_records, segments, strict=True) if s.steps > 0]
+    if not train:  # no training step at all: nothing to split
+        keys = ("full_steps", "step_samples", "step_time_s", "step_compute_s", "step_comm_s")
+        return dict.fromkeys((*keys, "step_exposed_comm_s"), None), dict.fromkeys(
+            ("partial_steps", "partial_samples", "partial_step_time_s"), None
+        )
+    most = max(s.iteration.samples for _, s in train)
+    full = [(r, s) for r, s in train if s.iteration.samples == most]
+    part = [(r, s) for r, s in train if s.iteration.samples < most]
+
+    def mean(rows, key: str) -> float:
+        w = [s.count * s.steps for _, s in rows]
+        if sum(w) > 0:
+            return sum(wi * r[key] for wi, (r, _) in zip(w, rows, strict=True)) / sum(w)
+        return sum(r[key] for r, _ in rows) / len(rows)
+
+    step = mean(full, "time_s")
+    compute = mean(full, "compute_s")
+    full_out = {
+        "full_steps": sum(s.count * s.steps for _, s in full),
+        "step_samples": most,
+        "step_time_s": step,
+        "step_compute_s": compute,
+        "step_comm_s": mean(full, "comm_s"),
+        "step_exposed_comm_s": max(step - compute, 0.0),
+    }
+    part_out = {
+        "partial_steps": sum(s.count * s.steps for _, s in part),
+        "partial_samples": part[0][1].iteration.samples if part else None,
+        "partial_step_time_s": mean(part, "time_s") if part else None,
+    }
+    return full_out, part_out
 
 
 def run_scenario(

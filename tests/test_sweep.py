@@ -172,3 +172,34 @@ def test_bad_sweep_input_is_one_line_exit_2(small, tmp_path, capsys, args, expec
     rc = main(["sweep", str(small), "--out", str(tmp_path / "o"), *args])
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 2 and len(err) == 1 and expected in err[0], err
+
+
+def test_swept_gpu_count_gives_speedup_across_points(small, tmp_path):
+    """One size per point: speedup and efficiency against the smallest size, per
+    schedule and per value of the other axes (not 1.0 on every row)."""
+    from simcluster.sweep.runner import cross_point_scaling
+
+    axes = [parse_axis("study.gpus=4,8"), parse_axis("workload.batch_per_gpu=64,128")]
+    r = run_sweep(small, axes, out=tmp_path / "g")
+    rows = {(x["study.gpus"], x["workload.batch_per_gpu"], x["schedule"]): x for x in r.rows}
+    for batch in ("64", "128"):
+        for sched in ("ddp", "hsadmm"):
+            base, big = rows[("4", batch, sched)], rows[("8", batch, sched)]
+            want = float(base["time_to_train_s"]) / float(big["time_to_train_s"])
+            assert float(big["speedup"]) == pytest.approx(want) and want > 1.5
+            assert float(big["efficiency"]) == pytest.approx(want * 4 / 8)
+            assert float(base["speedup"]) == 1.0 and float(base["efficiency"]) == 1.0
+    # closed form: a weak study compares throughput
+    ax = [parse_axis("study.gpus=2,4")]
+    made = [
+        {"study.gpus": "2", "schedule": "s", "gpus": "2", "time_to_train_s": "10.0",
+         "throughput_samples_per_s": "100.0", "speedup": "", "efficiency": ""},
+        {"study.gpus": "4", "schedule": "s", "gpus": "4", "time_to_train_s": "10.0",
+         "throughput_samples_per_s": "150.0", "speedup": "", "efficiency": ""},
+    ]  # fmt: skip
+    keys = {'{"study.gpus": "2"}': "weak", '{"study.gpus": "4"}': "weak"}
+    got = cross_point_scaling(made, ax, keys)
+    assert [float(x["speedup"]) for x in got] == [1.0, 1.5]
+    assert [float(x["efficiency"]) for x in got] == [1.0, 0.75]
+    got = cross_point_scaling(made, ax, {})  # strong: same time to train, speedup 1
+    assert [float(x["speedup"]) for x in got] == [1.0, 1.0]

@@ -228,3 +228,97 @@ def test_link_costs_follow_the_ring_formula():
     c = link_costs({"alpha_s": 6e-4, "beta_s_per_byte": 1e-9}, 4)
     assert c["overhead_s"] == pytest.approx(1e-4)  # a / (2 (P-1))
     assert c["bandwidth"] == pytest.approx(6 / 4 / 1e-9)  # 2 (P-1) / (P b)
+
+
+def test_relative_error_against_a_point_and_a_range():
+    from simcluster.validation.metrics import relative_error
+
+    assert relative_error(1.1, 1.0) == pytest.approx(0.1)
+    assert relative_error(-3.0, -2.0) == pytest.approx(-0.5)  # |reference| below
+    rng = (8.2, 12.7)
+    for inside in (8.2, 10.0, 12.7):  # bounds included
+        assert relative_error(inside, 10.45, rng) == 0.0
+    assert relative_error(4.1, 10.45, rng) == pytest.approx((4.1 - 8.2) / 8.2)  # -50 %
+    assert relative_error(25.4, 10.45, rng) == pytest.approx((25.4 - 12.7) / 12.7)  # +100 %
+
+
+def test_percent_transforms_are_the_papers_units():
+    from simcluster.validation.cases import Metric
+    from simcluster.validation.metrics import compared_value
+
+    def m(**kw):
+        return Metric(kind="field", schedule="ddp", field="x", **kw)
+
+    # Table III's "15.12 %" is T_ddp / T_nodebased = 1.1512
+    assert compared_value(m(transform="percent_gain"), 1.1512) == pytest.approx(15.12)
+    # "42.5 % less communication time" is T_new / T_old = 0.575
+    assert compared_value(m(transform="percent_reduction"), 0.575) == pytest.approx(42.5)
+    assert compared_value(m(scale=100), 0.25) == pytest.approx(25.0)
+    # a ratio 1.06 against 1.1512 is -7.9 %; as gains (6 % vs 15.12 %) it is -60 %
+    from simcluster.validation.metrics import relative_error
+
+    gain = compared_value(m(transform="percent_gain"), 1.06)
+    assert relative_error(gain, 15.12) == pytest.approx((6.0 - 15.12) / 15.12)
+
+
+def test_bad_reference_range_is_a_config_error(tmp_path):
+    base = {
+        "id": "a",
+        "what": "w",
+        "source": "s",
+        "scenario": "s.yaml",
+        "confidence": "low",
+        "metric": {"kind": "field", "schedule": "ddp", "field": "f"},
+    }
+    for rng, ref in (([3.0, 2.0], 2.5), ([1.0, 2.0], 3.0), ([0.0, 2.0], 1.0)):
+        p = tmp_path / "r.yaml"
+        case = {**base, "reference": ref, "reference_range": rng}
+        p.write_text(yaml.safe_dump({"paper": "x", "source": "y", "cases": [case]}))
+        with pytest.raises(ConfigError, match="reference"):
+            load_reference_file(p)
+
+
+def test_transform_range_and_dropped_cases_in_a_run(tmp_path, tiny_scenario):
+    ratio = {
+        "kind": "ratio",
+        "field": "time_to_train_s",
+        "num": {"schedule": "ddp", "gpus": 4},
+        "den": {"schedule": "ddp", "gpus": 8},
+    }
+    folder = write_refs(
+        tmp_path,
+        tiny_scenario,
+        [
+            {"id": "gain", "metric": {**ratio, "transform": "percent_gain"}, "reference": 50.0},
+            {
+                "id": "wide",
+                "metric": {**ratio, "transform": "percent_gain"},
+                "reference": 50.0,
+                "reference_range": [1.0, 1000.0],
+            },
+            {
+                "id": "narrow",
+                "metric": {**ratio, "transform": "percent_gain"},
+                "reference": 1.5,
+                "reference_range": [1.0, 2.0],
+            },
+            {"id": "gone", "metric": ratio, "reference": 2.0, "dropped": "unit not stated"},
+        ],
+    )
+    res = {r.case.id: r for r in run_cases(load_references(folder))}
+    recs = run_scenario(materialize(build_point(tiny_scenario, {}), tmp_path)).records
+    t = {r["gpus"]: r["time_to_train_s"] for r in recs if r["schedule"] == "ddp"}
+    gain = (t[4] / t[8] - 1) * 100
+    assert gain > 2.0  # 4 -> 8 GPUs is faster: the 'narrow' case lies above its range
+    assert res["gain"].predicted == pytest.approx(gain)
+    assert res["gain"].error == pytest.approx((gain - 50.0) / 50.0)
+    assert res["wide"].error == 0.0
+    assert res["narrow"].error == pytest.approx((gain - 2.0) / 2.0)
+    assert res["gone"].status == "dropped" and res["gone"].predicted is None
+    s = summary(list(res.values()))["Toy"]
+    assert (s["counted"], s["dropped"]) == (3, 1)
+    from simcluster.validation.report import case_table, summary_table
+
+    text = case_table(list(res.values()))
+    assert "in range" in text and "gone (2): dropped: unit not stated" in text
+    assert "dropped" in summary_table(list(res.values()))

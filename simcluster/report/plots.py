@@ -52,9 +52,15 @@ def plot_scaling(path: Path, records: Sequence[dict[str, Any]], title: str) -> N
     plt.close(fig)
 
 
+def _full(rec: dict[str, Any], key: str) -> float:
+    """A per-step figure over full-batch steps (``step_<key>``), else the run mean."""
+    v = rec.get(f"step_{key}")
+    return rec[key] if v is None else v
+
+
 def plot_breakdown(path: Path, records: Sequence[dict[str, Any]], title: str) -> None:
     """Grouped stacked bars: per GPU count, one bar per schedule split into
-    compute and exposed communication (seconds per step)."""
+    compute and exposed communication (seconds per full-batch step)."""
     plt = _plt()
     groups = _by_schedule(records)
     gpus = sorted({r["gpus"] for r in records})
@@ -64,8 +70,8 @@ def plot_breakdown(path: Path, records: Sequence[dict[str, Any]], title: str) ->
     for j, (name, rs) in enumerate(groups.items()):
         by_g = {r["gpus"]: r for r in rs}
         xs = [i + (j - (len(groups) - 1) / 2) * width for i, g in enumerate(gpus) if g in by_g]
-        comp = [by_g[g]["compute_s"] for g in gpus if g in by_g]
-        exposed = [by_g[g]["exposed_comm_s"] for g in gpus if g in by_g]
+        comp = [_full(by_g[g], "compute_s") for g in gpus if g in by_g]
+        exposed = [_full(by_g[g], "exposed_comm_s") for g in gpus if g in by_g]
         color = colors[j % len(colors)]
         ax.bar(xs, comp, width * 0.95, color=color, label=f"{name}: compute")
         ax.bar(
@@ -81,7 +87,7 @@ def plot_breakdown(path: Path, records: Sequence[dict[str, Any]], title: str) ->
     ax.set_xticks(range(len(gpus)))
     ax.set_xticklabels([str(g) for g in gpus])
     ax.set_xlabel("GPUs")
-    ax.set_ylabel("seconds per step (mean)")
+    ax.set_ylabel("seconds per full-batch step (mean)")
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     ax.set_title(title)
     ax.grid(axis="y", alpha=0.3)

@@ -52,18 +52,36 @@ def format_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     return "\n".join([line(cells[0]), sep] + [line(r) for r in cells[1:]])
 
 
+def _seconds(v: float | None) -> str:
+    return "-" if v is None else human_seconds(v)
+
+
+def _partial(r: dict[str, Any]) -> str:
+    """The partial last step: its time and its batch as a share of a full one."""
+    t, n, full = r.get("partial_step_time_s"), r.get("partial_samples"), r.get("step_samples")
+    if t is None:
+        return "-"
+    return f"{human_seconds(t)} ({100 * n / full:.0f}%)" if n and full else human_seconds(t)
+
+
 def scaling_table(records: Sequence[dict[str, Any]]) -> str:
-    """One table per schedule: the columns a performance engineer reads first."""
+    """One table per schedule: the columns a performance engineer reads first.
+
+    step, compute, comm and exposed comm are per full-batch step; the partial
+    last step of an epoch is its own column (time, and its batch as a share of
+    a full one); samples/s and time to train cover the whole run.
+    """
     out = []
     for name in dict.fromkeys(r["schedule"] for r in records):
         rows = [
             (
                 r["gpus"],
                 r["nodes"],
-                human_seconds(r["iteration_time_s"]),
-                human_seconds(r["compute_s"]),
-                human_seconds(r["comm_s"]),
-                human_seconds(r["exposed_comm_s"]),
+                _seconds(r.get("step_time_s", r["iteration_time_s"])),
+                _seconds(r.get("step_compute_s", r["compute_s"])),
+                _seconds(r.get("step_comm_s", r["comm_s"])),
+                _seconds(r.get("step_exposed_comm_s", r["exposed_comm_s"])),
+                _partial(r),
                 f"{r['throughput_samples_per_s']:.1f}",
                 human_seconds(r["time_to_train_s"]),
                 f"{r['speedup']:.2f}x",
@@ -84,10 +102,11 @@ def scaling_table(records: Sequence[dict[str, Any]]) -> str:
                 [
                     "GPUs",
                     "nodes",
-                    "iteration",
+                    "step",
                     "compute",
                     "comm",
                     "exposed comm",
+                    "last step",
                     "samples/s",
                     "time to train",
                     "speedup",

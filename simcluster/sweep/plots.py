@@ -58,7 +58,9 @@ def _values(rows: Sequence[dict[str, str]], path: str) -> list[str]:
 
 
 def _metric(row: dict[str, str], metric: str, ref: dict[str, str] | None) -> float:
-    if metric == "speedup" and ref is not None:
+    """A row's metric; speedup from points.csv (already across points when
+    ``study.gpus`` is swept), else against ``ref`` for rows written without it."""
+    if metric == "speedup" and ref is not None and not row.get("speedup"):
         return float(ref["time_to_train_s"]) / float(row["time_to_train_s"])
     return float(row[metric]) * METRICS[metric][1]
 

@@ -12,6 +12,13 @@ order, so the final file depends only on the scenario, the grid and the seed.
 ``resume=True`` keeps the complete points already in the file (a point whose
 rows were cut by a kill is run again) and runs the rest.
 
+When ``study.gpus`` is an axis, each point alone holds one size, so its own
+speedup is 1.0; ``speedup`` and ``efficiency`` are then computed across points
+(:func:`cross_point_scaling`): against the smallest GPU count among the rows
+that share every other axis value and the schedule, by time to train (strong,
+single) or throughput (weak). Rows appended while the sweep runs leave both
+cells empty; the final file has them.
+
 Executors: ``local`` (a process pool of ``jobs`` workers; ``jobs=1`` runs in this
 process) and ``dask`` (a ``distributed.Client`` on a scheduler address; points
 carry their modified topology/profile files as data, so workers need only an
@@ -52,8 +59,13 @@ __all__ = [
     "run_point",
     "run_sweep",
     "read_points",
+    "cross_point_scaling",
     "METRIC_COLUMNS",
+    "GPUS_AXIS",
 ]
+
+#: the axis that spreads GPU counts over points (speedup is then across points)
+GPUS_AXIS = "study.gpus"
 
 Progress = Callable[[int, int, str], None]
 
@@ -66,6 +78,10 @@ METRIC_COLUMNS = (
     "compute_s",
     "comm_s",
     "exposed_comm_s",
+    "step_time_s",
+    "step_compute_s",
+    "step_comm_s",
+    "partial_step_time_s",
     "throughput_samples_per_s",
     "time_to_train_s",
     "speedup",
@@ -227,7 +243,9 @@ def run_sweep(
     out_dir.mkdir(parents=True, exist_ok=True)
     points = [build_point(base, values, source) for values in grid]
     # Validate every point before running any: a bad value stops the sweep at once.
-    expected = [_expected_rows(materialize(p, out_dir)) for p in points]
+    scenarios = [materialize(p, out_dir) for p in points]
+    expected = [_expected_rows(sc) for sc in scenarios]
+    across = any(a.path == GPUS_AXIS for a in axes)
     columns = [a.path for a in axes] + list(METRIC_COLUMNS)
     csv_path = out_dir / "points.csv"
     done_rows: dict[str, list[dict[str, str]]] = {}
@@ -258,6 +276,8 @@ def run_sweep(
 
     def record(p: PointSpec, rows: list[dict[str, Any]]) -> None:
         nonlocal finished
+        if across:  # known only once every size has run
+            rows = [{**r, "speedup": "", "efficiency": ""} for r in rows]
         done_rows[_values_key(p.values)] = rows
         _append(csv_path, _csv_text(columns, rows, header=False))
         finished += 1
@@ -274,6 +294,11 @@ def run_sweep(
         else:
             _run_pool(todo, jobs, str(out_dir), record)
     ordered = [r for p in points for r in done_rows[_values_key(p.values)]]
+    if across:
+        kinds = {
+            _values_key(p.values): sc.study.kind for p, sc in zip(points, scenarios, strict=True)
+        }
+        ordered = cross_point_scaling(ordered, axes, kinds)
     tmp.write_text(_csv_text(columns, ordered, header=True))
     tmp.replace(csv_path)
     meta = {
@@ -284,6 +309,39 @@ def run_sweep(
     }
     (out_dir / "sweep.json").write_text(json.dumps(meta, indent=2, default=str) + "\n")
     return SweepResult(out_dir, columns, ordered, total, len(todo), total - len(todo), list(axes))
+
+
+def cross_point_scaling(
+    rows: Sequence[dict[str, str]], axes: Sequence[Axis], kinds: dict[str, str]
+) -> list[dict[str, str]]:
+    """Rows with ``speedup`` and ``efficiency`` against the smallest GPU count.
+
+    Rows are grouped by schedule and every axis value except ``study.gpus``; in a
+    group the row with the fewest GPUs is the baseline: speedup = its time to
+    train / the row's (throughput ratio for a weak study, ``kinds`` by point key),
+    efficiency = speedup x baseline GPUs / the row's GPUs.
+    """
+    others = [a for a in axes if a.path != GPUS_AXIS]
+
+    def group(r: dict[str, str]) -> str:
+        return json.dumps([r.get("schedule", "")] + [r.get(a.path, "") for a in others])
+
+    base: dict[str, dict[str, str]] = {}
+    for r in rows:
+        g = group(r)
+        if g not in base or int(r["gpus"]) < int(base[g]["gpus"]):
+            base[g] = r
+    out = []
+    for r in rows:
+        b = base[group(r)]
+        kind = kinds.get(_row_key(r, axes), "strong")
+        if kind == "weak":
+            speedup = float(r["throughput_samples_per_s"]) / float(b["throughput_samples_per_s"])
+        else:
+            speedup = float(b["time_to_train_s"]) / float(r["time_to_train_s"])
+        eff = speedup * int(b["gpus"]) / int(r["gpus"])
+        out.append({**r, "speedup": _cell(speedup), "efficiency": _cell(eff)})
+    return out
 
 
 def _values_key(values: dict[str, Any]) -> str:

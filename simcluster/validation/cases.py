@@ -15,10 +15,12 @@ that value comes from, and how far to trust the reading::
         overrides: {study.gpus: [8, 64]}
         metric: {kind: field, field: speedup, schedule: ddp, gpus: 64}
         reference: 5.81
+        reference_range: null       # [lo, hi] when the paper gives a range: 0 error inside
         unit: x
         confidence: high            # high | medium | low
         note: ...                   # why the confidence is what it is
         fitted_from: null           # set when a profile constant was fitted to this value
+        dropped: null               # why the case is listed but not scored (not run)
 
 Metric kinds (see :mod:`simcluster.validation.metrics`): ``field`` (a record
 field), ``ratio`` (a field of one record over the same or another field of
@@ -28,6 +30,11 @@ another), ``segments`` (a per-segment value aggregated over the run),
 collective alone on the scenario's cluster), ``nccl_tests`` (one row of the
 simulated nccl-tests table: ``nccl_op``, ``nbytes`` = size, ``gpus``,
 ``value`` = ``busbw_GBps`` or ``time_us``).
+
+The compared quantity is the metric's value, then ``transform`` (a ratio
+turned into the unit the paper reports: ``percent_gain`` = (r - 1) x 100 for a
+"X % faster / higher throughput", ``percent_reduction`` = (1 - r) x 100 for a
+"X % less time"), then ``scale`` (a unit change).
 """
 
 from __future__ import annotations
@@ -88,6 +95,9 @@ class Metric(StrictModel):
     # value: busbw_GBps or time_us)
     nccl_op: str | None = None
     # every kind
+    transform: Literal["percent_gain", "percent_reduction"] | None = Field(
+        None, description="ratio -> percent: (r - 1) x 100 or (1 - r) x 100"
+    )
     scale: float = Field(1.0, gt=0, description="multiplies the prediction (unit change)")
 
     @model_validator(mode="after")
@@ -132,6 +142,9 @@ class Case(StrictModel):
     fitted_from: str | None = Field(
         None, description="profile constant fitted to this value: the case leaves the summary"
     )
+    dropped: str | None = Field(
+        None, description="why the reading is too doubtful to score: listed, not run"
+    )
 
     @model_validator(mode="after")
     def _scenario(self) -> Case:
@@ -139,6 +152,12 @@ class Case(StrictModel):
             raise ValueError("missing scenario")
         if self.reference == 0:
             raise ValueError("reference must be non-zero (errors are relative)")
+        if self.reference_range is not None:
+            lo, hi = self.reference_range
+            if lo == 0 or hi == 0 or lo > hi:
+                raise ValueError("reference_range is [lo, hi] with lo <= hi, both non-zero")
+            if not lo <= self.reference <= hi:
+                raise ValueError("reference must lie inside reference_range")
         return self
 
 

@@ -68,7 +68,7 @@ def _metric(case, profile_path: Path, workdir: Path) -> float:
 
     from simcluster.study import run_scenario
     from simcluster.sweep.overrides import build_point, materialize
-    from simcluster.validation.metrics import read_metric
+    from simcluster.validation.metrics import compared_value, read_metric
     from simcluster.validation.runner import resolve_scenario
 
     path = resolve_scenario(case.scenario)
@@ -76,7 +76,7 @@ def _metric(case, profile_path: Path, workdir: Path) -> float:
     values = {**case.overrides, "network_profile": str(profile_path)}
     sc = materialize(build_point(data, values, str(path)), workdir)
     records = run_scenario(sc).records
-    return read_metric(case.metric, records) * case.metric.scale
+    return compared_value(case.metric, read_metric(case.metric, records))
 
 
 def bisect_log(

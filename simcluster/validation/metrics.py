@@ -13,7 +13,15 @@ from typing import Any
 from simcluster.errors import SimclusterError
 from simcluster.validation.cases import Metric, Select
 
-__all__ = ["MetricError", "find_record", "read_metric", "collective_time", "nccl_tests_value"]
+__all__ = [
+    "MetricError",
+    "find_record",
+    "read_metric",
+    "compared_value",
+    "relative_error",
+    "collective_time",
+    "nccl_tests_value",
+]
 
 
 class MetricError(SimclusterError, ValueError):
@@ -101,6 +109,38 @@ def read_metric(m: Metric, records: Sequence[dict[str, Any]]) -> float:
             raise MetricError("ratio denominator is zero")
         return num / den
     raise MetricError(f"metric kind {m.kind!r} is not read from records")
+
+
+def compared_value(m: Metric, raw: float) -> float:
+    """The quantity compared with the reference: ``transform`` of the raw value, then ``scale``.
+
+    ``percent_gain`` turns a ratio r (old time / new time, new throughput / old)
+    into the paper's "X % faster": (r - 1) x 100; ``percent_reduction`` turns a
+    ratio r (new time / old time) into "X % less": (1 - r) x 100.
+    """
+    if m.transform == "percent_gain":
+        raw = (raw - 1.0) * 100.0
+    elif m.transform == "percent_reduction":
+        raw = (1.0 - raw) * 100.0
+    return raw * m.scale
+
+
+def relative_error(
+    predicted: float, reference: float, reference_range: tuple[float, float] | None = None
+) -> float:
+    """Signed relative error of a prediction.
+
+    Without a range: (predicted - reference) / |reference|. With a range
+    [lo, hi] (the paper states only a range): 0 inside it (bounds included),
+    else relative to the nearest bound, (predicted - bound) / |bound|.
+    """
+    if reference_range is None:
+        return (predicted - reference) / abs(reference)
+    lo, hi = reference_range
+    if lo <= predicted <= hi:
+        return 0.0
+    bound = lo if predicted < lo else hi
+    return (predicted - bound) / abs(bound)
 
 
 def collective_time(m: Metric, sc) -> tuple[float, str]:

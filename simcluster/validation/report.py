@@ -74,8 +74,12 @@ def case_table(results: Sequence[CaseResult]) -> str:
             if r.status == "skipped":
                 skipped.setdefault(r.message, []).append(c.id)
                 continue
+            if r.status == "dropped":
+                notes.append(f"  {c.id} ({fmt_value(c.reference, c.unit)}): {r.message}")
+                continue
             if r.status == "ok":
-                err = _pct(r.error) + (" fitted" if r.fitted else "")
+                inside = c.reference_range is not None and r.error == 0
+                err = ("in range" if inside else _pct(r.error)) + (" fitted" if r.fitted else "")
                 rows.append(
                     [
                         c.id,
@@ -111,6 +115,7 @@ def _stats(rs: Sequence[CaseResult]) -> dict[str, Any]:
         "fitted": sum(1 for r in rs if r.status == "ok" and r.fitted),
         "skipped": sum(1 for r in rs if r.status == "skipped"),
         "failed": sum(1 for r in rs if r.status == "failed"),
+        "dropped": sum(1 for r in rs if r.status == "dropped"),
         "median_abs_error": statistics.median(errs) if errs else None,
         "max_abs_error": max(errs) if errs else None,
         "within_25pct": sum(1 for e in errs if e <= 0.25),
@@ -140,6 +145,7 @@ def summary_table(results: Sequence[CaseResult]) -> str:
                 st["fitted"],
                 st["skipped"],
                 st["failed"],
+                st["dropped"],
                 "-" if med is None else f"{med * 100:.1f}%",
                 "-" if mx is None else f"{mx * 100:.1f}%",
                 f"{st['within_25pct']}/{st['counted']}",
@@ -152,13 +158,14 @@ def summary_table(results: Sequence[CaseResult]) -> str:
         "fitted",
         "skipped",
         "failed",
+        "dropped",
         "median |err|",
         "max |err|",
         "|err|<=25%",
     ]
     return (
-        "summary: |predicted - reference| / |reference| over counted cases "
-        "(fitted-from, skipped and failed cases excluded)\n"
+        "summary: |predicted - reference| / |reference| over counted cases, 0 inside a "
+        "reference range (fitted-from, skipped, failed and dropped cases excluded)\n"
         + _table(head, [[str(x) for x in r] for r in rows], set(range(1, len(head))))
     )
 

@@ -5,7 +5,8 @@ schedules is not available in this checkout, and *failed* (with the error) when
 the simulation or the metric cannot be computed; neither stops the others. A
 case is *fitted* when a profile it used was fitted to it (the profile's
 ``provenance.fitted_from`` lists the case id, or the case says ``fitted_from``):
-it is shown but left out of the summary.
+it is shown but left out of the summary. A case marked ``dropped`` (a reading
+too doubtful to score) is listed with its reason and not run.
 """
 
 from __future__ import annotations
@@ -25,8 +26,10 @@ from simcluster.validation.cases import Case, ReferenceFile
 from simcluster.validation.metrics import (
     MetricError,
     collective_time,
+    compared_value,
     nccl_tests_value,
     read_metric,
+    relative_error,
 )
 
 __all__ = ["CaseResult", "run_cases", "resolve_scenario"]
@@ -41,7 +44,7 @@ Progress = Callable[[int, int, str], None]
 class CaseResult:
     paper: str
     case: Case
-    status: str  # ok | skipped | failed
+    status: str  # ok | skipped | failed | dropped
     predicted: float | None = None
     profiles: str = ""
     fitted: bool = False
@@ -49,10 +52,11 @@ class CaseResult:
 
     @property
     def error(self) -> float | None:
-        """Signed relative error (predicted - reference) / |reference|."""
+        """Signed relative error (:func:`relative_error`): against the reference, or 0
+        inside ``reference_range`` and relative to its nearest bound outside."""
         if self.predicted is None:
             return None
-        return (self.predicted - self.case.reference) / abs(self.case.reference)
+        return relative_error(self.predicted, self.case.reference, self.case.reference_range)
 
     @property
     def counts(self) -> bool:
@@ -73,11 +77,13 @@ class CaseResult:
             "reference": c.reference,
             "reference_range": list(c.reference_range) if c.reference_range else None,
             "unit": c.unit,
+            "transform": c.metric.transform,
             "error": self.error,
             "confidence": c.confidence,
             "profiles": self.profiles,
             "fitted": self.fitted,
             "note": c.note,
+            "dropped": c.dropped,
             "message": self.message,
         }
 
@@ -173,7 +179,7 @@ def _run_group(
                 value = read_metric(c.metric, records)
                 rec = records[0]
                 profiles = f"{rec['profile']} / {rec['network_profile']}"
-            out.append(("ok", value * c.metric.scale, profiles, fitted, ""))
+            out.append(("ok", compared_value(c.metric, value), profiles, fitted, ""))
         except (MetricError, UserError) as exc:
             out.append(("failed", None, "", fitted, str(exc)))
     return out
@@ -188,9 +194,12 @@ def run_cases(
     """Run every case of ``files``; results in file and case order."""
     order: list[tuple[str, Case]] = [(f.paper, c) for f in files for c in f.cases]
     groups: dict[str, list[int]] = {}
-    for i, (_, c) in enumerate(order):
-        groups.setdefault(_group_key(c), []).append(i)
     results: list[CaseResult | None] = [None] * len(order)
+    for i, (paper, c) in enumerate(order):
+        if c.dropped:
+            results[i] = CaseResult(paper, c, "dropped", message=f"dropped: {c.dropped}")
+        else:
+            groups.setdefault(_group_key(c), []).append(i)
     tmp = None
     if workdir is None:
         tmp = tempfile.TemporaryDirectory(prefix="simcluster-validate-")
