@@ -40,7 +40,16 @@ import numpy as np
 
 from simcluster.workload.sparse import SparseDNN, SparseLayer
 
-__all__ = ["radixnet", "graph_challenge_radixnet", "GRAPH_CHALLENGE_NEURONS"]
+__all__ = [
+    "radixnet",
+    "graph_challenge_radixnet",
+    "GRAPH_CHALLENGE_NEURONS",
+    "GENERATOR_VERSION",
+]
+
+#: bumped whenever a change makes any network come out different; partitions shipped
+#: with the package (:mod:`simcluster.partition.shipped`) are used only for this version
+GENERATOR_VERSION = 1
 
 #: neurons per layer of the Sparse DNN Graph Challenge networks
 GRAPH_CHALLENGE_NEURONS = (1024, 4096, 16384, 65536)
