@@ -44,7 +44,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from simcluster.schedules.spmv import prefetch_partitions, table1_tables
 
     prefetch_partitions(sc)  # sparse-DNN partitions, in parallel (no-op without spmv)
-    result = run_scenario(sc, progress=ProgressBar())
+    result = run_scenario(sc, progress=ProgressBar(log_every=5.0))  # lines in logs too
     payload = result.to_json()
     out = Path(args.out or sc.output or Path("results") / sc.name)
     out.mkdir(parents=True, exist_ok=True)

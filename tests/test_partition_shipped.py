@@ -1,0 +1,123 @@
+"""Partitions shipped as package data, and progress output in logs (issue 16)."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import numpy as np
+import pytest
+
+import simcluster.workload.radixnet as radixnet
+from simcluster.partition import partition_network
+from simcluster.partition.network import cache_key, find_cached
+from simcluster.partition.shipped import MANIFEST, shipped_dir, shipped_path, write_shipped
+from simcluster.report.progress import ProgressBar
+from simcluster.scenario import load_scenario
+from simcluster.schedules.spmv import SpMVOptions, network_for, prefetch_partitions
+
+
+def _manifest() -> dict:
+    return json.loads((shipped_dir() / MANIFEST).read_text())
+
+
+def test_manifest_matches_the_generator_and_the_keys():
+    """Every shipped file is keyed by today's network: a generator change fails here."""
+    man = _manifest()
+    assert man["generator_version"] == radixnet.GENERATOR_VERSION
+    assert man["entries"]
+    for key, e in man["entries"].items():
+        net = network_for(SpMVOptions(**e["options"]))
+        assert net.fingerprint == e["fingerprint"], e["file"]
+        got, _ = cache_key(net, e["parts"], e["backend"], e["epsilon"], e["seed"])
+        assert got == key, e["file"]
+        assert (shipped_dir() / e["file"]).is_file()
+
+
+def test_shipped_scenarios_are_covered():
+    """Every hypergraph job of the shipped scenario and the reference cases is shipped."""
+    for path in (
+        "scenarios/hsgd-graphchallenge.yaml",
+        "scenarios/references/scenarios/spmv-haswell.yaml",
+    ):
+        sc = load_scenario(path)
+        for spec in sc.schedules:
+            o = SpMVOptions.model_validate(spec.options)
+            if o.partitioner == "random":
+                continue
+            for p in sc.study.gpus:
+                key = cache_key(network_for(o), p, o.partitioner, o.epsilon, sc.seed)[0]
+                assert shipped_path(key) is not None, (path, spec.display, p)
+
+
+def test_shipped_partition_is_used_from_an_empty_cache(tmp_path):
+    o = SpMVOptions(neurons=1024, layers=120, partitioner="kahypar")
+    net = network_for(o)
+    assert find_cached(net, 32, "kahypar", 0.01, 0, tmp_path) is not None
+    part = partition_network(net, 32, "kahypar", cache_dir=tmp_path, status=False)
+    assert part.cached
+    assert len(part.owners) == 121
+    for w in part.owners[1:]:  # balance of the paper's constraint (2), eps = 1 %
+        sizes = np.bincount(w, minlength=32)
+        assert sizes.max() <= 1.01 * 1024 / 32 + 1
+    assert not list(tmp_path.iterdir())  # nothing written to the user cache
+
+
+def test_other_generator_version_is_never_served(monkeypatch):
+    key = next(iter(_manifest()["entries"]))
+    assert shipped_path(key) is not None
+    monkeypatch.setattr(radixnet, "GENERATOR_VERSION", radixnet.GENERATOR_VERSION + 1)
+    assert shipped_path(key) is None
+
+
+def test_write_shipped_round_trip(tmp_path):
+    """The maintenance writer makes files the lookup serves (a tiny scenario)."""
+    sc = tmp_path / "tiny.yaml"
+    sc.write_text(
+        "name: tiny\ntopology: haswell-ib\nprofile: haswell-e5-2630v3-core\n"
+        "network_profile: mpi-spec\nworkload: {dataset_size: 10, batch_per_gpu: 1}\n"
+        "schedules:\n  - {name: spmv, options: {neurons: 64, layers: 3, radix: 2, "
+        "connections: 32, partitioner: kahypar, vectors: 10}}\n"
+        "study: {kind: strong, gpus: [1, 4]}\nseed: 0\n"
+    )
+    out = tmp_path / "shipped"
+    lines: list[str] = []
+    assert write_shipped([str(sc)], out, cache_dir=str(tmp_path / "c"), log=lines.append) == 1
+    key = next(iter(json.loads((out / MANIFEST).read_text())["entries"]))
+    assert shipped_path(key, out) is not None and len(lines) == 1
+
+
+def test_prefetch_prints_lines_when_not_a_terminal(tmp_path, capsys):
+    sc = load_scenario("scenarios/hsgd-graphchallenge.yaml")
+    specs = [
+        s.model_copy(
+            update={"options": {**s.options, "neurons": 64, "layers": 2, "cache_dir": str(tmp_path)}}
+        )
+        for s in sc.schedules[:2]
+    ]
+    sc = sc.model_copy(
+        update={"schedules": specs, "study": sc.study.model_copy(update={"gpus": [4]})}
+    )
+    prefetch_partitions(sc, workers=1)
+    err = capsys.readouterr().err
+    assert "partitioning 1 (network, P) jobs not in the cache" in err
+    assert "partitions 1/1: H-SGD 1024 P=4" in err
+    prefetch_partitions(sc, workers=1)  # now cached: silent
+    assert capsys.readouterr().err == ""
+
+
+@pytest.mark.parametrize("tty", [False, True])
+def test_progress_bar_logs_plain_lines_without_a_terminal(tty, monkeypatch):
+    s = io.StringIO()
+    monkeypatch.setattr(s, "isatty", lambda: tty, raising=False)
+    bar = ProgressBar(s, log_every=1e-9)
+    bar(1, 2, "a")
+    bar(2, 2, "b")
+    text = s.getvalue()
+    if tty:
+        assert "\r[" in text
+    else:
+        assert text.splitlines()[0].startswith("progress 1/2 ") and "\r" not in text
+    quiet = io.StringIO()
+    ProgressBar(quiet)(1, 2, "a")  # log_every = 0: silent in logs, as before
+    assert quiet.getvalue() == ""
