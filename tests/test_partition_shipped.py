@@ -89,12 +89,8 @@ def test_write_shipped_round_trip(tmp_path):
 
 def test_prefetch_prints_lines_when_not_a_terminal(tmp_path, capsys):
     sc = load_scenario("scenarios/hsgd-graphchallenge.yaml")
-    specs = [
-        s.model_copy(
-            update={"options": {**s.options, "neurons": 64, "layers": 2, "cache_dir": str(tmp_path)}}
-        )
-        for s in sc.schedules[:2]
-    ]
+    small = {"neurons": 64, "layers": 2, "cache_dir": str(tmp_path)}
+    specs = [s.model_copy(update={"options": {**s.options, **small}}) for s in sc.schedules[:2]]
     sc = sc.model_copy(
         update={"schedules": specs, "study": sc.study.model_copy(update={"gpus": [4]})}
     )
