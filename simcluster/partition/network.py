@@ -37,7 +37,7 @@ from simcluster.partition.backends import (
     partition_phase,
 )
 from simcluster.partition.hypergraph import build_phase, connectivity_cut, input_owners
-from simcluster.partition.shipped import shipped_path
+from simcluster.partition.shipped import load_shipped, shipped_path
 from simcluster.workload.sparse import SparseDNN
 
 __all__ = [
@@ -254,11 +254,12 @@ def partition_network(
         key = cache_key(net, parts, backend, epsilon, seed, kahypar_config, mtkahypar_preset)[0]
         folder = Path(cache_dir) if cache_dir is not None else default_cache_dir()
         path = _cache_file(folder, net, parts, backend, seed, key)
-        for where in (path, shipped_path(key)):
-            if where is not None and where.is_file():
-                hit = _load(where, net)
-                if hit is not None:
-                    return result(*hit, cached=True)
+        hit = _load(path, net) if path.is_file() else None
+        if hit is None:
+            shipped = shipped_path(key)
+            hit = load_shipped(shipped, net) if shipped is not None else None
+        if hit is not None:
+            return result(*hit, cached=True)
     line = _StatusLine(status)
     owners: list[np.ndarray] = []
     phase_s: list[float] = []
