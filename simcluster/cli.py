@@ -48,7 +48,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     for cls in scenario_schedules(sc):
         cls.prepare(sc)  # e.g. sparse-DNN partitions, in parallel
-    result = run_scenario(sc, progress=ProgressBar())
+    result = run_scenario(sc, progress=ProgressBar(log_every=5.0))  # lines in logs too
     payload = result.to_json()
     out = Path(args.out or sc.output or Path("results") / sc.name)
     out.mkdir(parents=True, exist_ok=True)

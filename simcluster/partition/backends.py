@@ -11,8 +11,10 @@ raised by the fixed vertices pinned to it; the row-weight bound is unchanged.
   configuration file of your own).
 - ``mtkahypar``: Mt-KaHyPar (pip package ``mtkahypar``), presets
   ``deterministic`` (reproducible; the default), ``default``, ``quality``.
-- ``random``: the paper's SGD baseline: every row to a part drawn uniformly at
-  random (seeded), no balance enforcement.
+- ``random``: the paper's SGD baseline (section 6.1: random partitioning "evenly
+  splits" the rows by assigning them to processors uniformly at random): a seeded
+  random permutation of the rows cut into ``k`` blocks whose sizes differ by at
+  most one row (:func:`even_random_parts`).
 
 A missing package raises :class:`MissingBackendError`, naming what to install.
 """
@@ -35,6 +37,7 @@ __all__ = [
     "MTKAHYPAR_PRESETS",
     "partition_phase",
     "kahypar_config_path",
+    "even_random_parts",
 ]
 
 BACKENDS = ("kahypar", "mtkahypar", "random")
@@ -155,9 +158,18 @@ def _mtkahypar(hg: PhaseHypergraph, k: int, epsilon: float, seed: int, preset: s
     return np.asarray(ph.get_partition()[: hg.rows], dtype=np.int64)
 
 
+def even_random_parts(n: int, k: int, rng: np.random.Generator) -> np.ndarray:
+    """Part of each of ``n`` items: a random permutation cut into ``k`` near-equal blocks.
+
+    Every part gets ``n // k`` or ``n // k + 1`` items; which items is uniformly random.
+    """
+    out = np.empty(n, dtype=np.int64)
+    out[rng.permutation(n)] = np.arange(n, dtype=np.int64) * k // max(n, 1)
+    return out
+
+
 def _random(hg: PhaseHypergraph, k: int, seed: int) -> np.ndarray:
-    rng = np.random.default_rng([seed, hg.rows, k])
-    return rng.integers(0, k, size=hg.rows, dtype=np.int64)
+    return even_random_parts(hg.rows, k, np.random.default_rng([seed, hg.rows, k]))
 
 
 def partition_phase(

@@ -10,7 +10,10 @@ Partitions are cached as ``.npz`` files keyed by the network (name and content
 hash), the number of parts, the backend and its settings, epsilon and the
 seed. The cache folder is ``$SIMCLUSTER_CACHE_DIR`` if set, else
 ``$XDG_CACHE_HOME/simcluster`` or ``~/.cache/simcluster``; never the source
-tree. ``random`` partitions take milliseconds and are not cached.
+tree. On a miss there, the partitions shipped with the package are tried
+(:mod:`simcluster.partition.shipped`: the shipped scenarios' networks, checked
+against the generator version and the network fingerprint). ``random``
+partitions take milliseconds and are not cached.
 """
 
 from __future__ import annotations
@@ -27,11 +30,24 @@ from pathlib import Path
 
 import numpy as np
 
-from simcluster.partition.backends import BACKENDS, kahypar_config_path, partition_phase
+from simcluster.partition.backends import (
+    BACKENDS,
+    even_random_parts,
+    kahypar_config_path,
+    partition_phase,
+)
 from simcluster.partition.hypergraph import build_phase, connectivity_cut, input_owners
+from simcluster.partition.shipped import load_shipped, shipped_path
 from simcluster.workload.sparse import SparseDNN
 
-__all__ = ["NetworkPartition", "partition_network", "default_cache_dir", "CACHE_VERSION"]
+__all__ = [
+    "NetworkPartition",
+    "partition_network",
+    "default_cache_dir",
+    "cache_key",
+    "find_cached",
+    "CACHE_VERSION",
+]
 
 CACHE_VERSION = 1
 Progress = Callable[[int, int, str], None]
@@ -75,7 +91,32 @@ class NetworkPartition:
         return float(sum(self.phase_seconds))
 
 
-def _cache_key(net: SparseDNN, parts: int, backend: str, eps: float, seed: int, settings) -> str:
+def _settings(backend: str, kahypar_config: str | None, mtkahypar_preset: str) -> dict:
+    """What besides the backend's name decides its result (part of the cache key)."""
+    if backend == "kahypar":
+        cfg = kahypar_config_path(kahypar_config)
+        return {"config": hashlib.sha256(cfg.read_bytes()).hexdigest()[:16]}
+    if backend == "mtkahypar":
+        return {"preset": mtkahypar_preset}
+    return {}
+
+
+def cache_key(
+    net: SparseDNN,
+    parts: int,
+    backend: str,
+    eps: float,
+    seed: int,
+    kahypar_config: str | None = None,
+    mtkahypar_preset: str = "deterministic",
+) -> tuple[str, dict]:
+    """(cache key, backend settings) of a partition: a SHA-256 over everything it depends on.
+
+    The key covers the network's name and content fingerprint, the parts, the
+    backend and its settings (the KaHyPar configuration file's hash, the Mt-KaHyPar
+    preset), epsilon and the seed.
+    """
+    settings = _settings(backend, kahypar_config, mtkahypar_preset)
     blob = json.dumps(
         {
             "v": CACHE_VERSION,
@@ -89,7 +130,26 @@ def _cache_key(net: SparseDNN, parts: int, backend: str, eps: float, seed: int, 
         },
         sort_keys=True,
     )
-    return hashlib.sha256(blob.encode()).hexdigest()
+    return hashlib.sha256(blob.encode()).hexdigest(), settings
+
+
+def find_cached(
+    net: SparseDNN,
+    parts: int,
+    backend: str,
+    eps: float,
+    seed: int,
+    cache_dir: str | Path | None = None,
+    kahypar_config: str | None = None,
+    mtkahypar_preset: str = "deterministic",
+) -> Path | None:
+    """The file a cached or shipped partition would be read from, or None (a miss)."""
+    if backend == "random":
+        return None
+    key = cache_key(net, parts, backend, eps, seed, kahypar_config, mtkahypar_preset)[0]
+    folder = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    user = _cache_file(folder, net, parts, backend, seed, key)
+    return user if user.is_file() else shipped_path(key)
 
 
 def _cache_file(folder: Path, net: SparseDNN, parts: int, backend: str, seed: int, key: str):
@@ -172,12 +232,7 @@ def partition_network(
         raise UnknownNameError("partitioner", backend, list(BACKENDS))
     if parts < 1:
         raise ValueError(f"parts must be >= 1, got {parts}")
-    settings: dict = {}
-    if backend == "kahypar":
-        cfg = kahypar_config_path(kahypar_config)
-        settings = {"config": hashlib.sha256(cfg.read_bytes()).hexdigest()[:16]}
-    elif backend == "mtkahypar":
-        settings = {"preset": mtkahypar_preset}
+    settings = _settings(backend, kahypar_config, mtkahypar_preset)
     use_cache = cache and backend != "random"
     path = None
 
@@ -196,13 +251,15 @@ def partition_network(
         )
 
     if use_cache:
-        key = _cache_key(net, parts, backend, epsilon, seed, settings)
+        key = cache_key(net, parts, backend, epsilon, seed, kahypar_config, mtkahypar_preset)[0]
         folder = Path(cache_dir) if cache_dir is not None else default_cache_dir()
         path = _cache_file(folder, net, parts, backend, seed, key)
-        if path.is_file():
-            hit = _load(path, net)
-            if hit is not None:
-                return result(*hit, cached=True)
+        hit = _load(path, net) if path.is_file() else None
+        if hit is None:
+            shipped = shipped_path(key)
+            hit = load_shipped(shipped, net) if shipped is not None else None
+        if hit is not None:
+            return result(*hit, cached=True)
     line = _StatusLine(status)
     owners: list[np.ndarray] = []
     phase_s: list[float] = []
@@ -225,7 +282,7 @@ def partition_network(
         )
         if prev is None:  # phase 1 decides where the input vector lives
             if backend == "random":
-                prev = rng_in.integers(0, parts, size=layer.cols, dtype=np.int64)
+                prev = even_random_parts(layer.cols, parts, rng_in)
             else:
                 prev = input_owners(layer, rows, parts)
             owners.append(prev)

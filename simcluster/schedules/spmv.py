@@ -483,39 +483,69 @@ def _prefetch_job(options: dict, parts: int, seed: int) -> tuple[float, bool]:
     return part.seconds, part.cached
 
 
+def _is_cached(o: SpMVOptions, parts: int, seed: int) -> bool:
+    """Whether the partition is in the user cache or shipped with the package."""
+    from simcluster.partition.network import find_cached
+
+    hit = find_cached(
+        network_for(o),
+        parts,
+        o.partitioner,
+        o.epsilon,
+        seed,
+        o.cache_dir,
+        o.kahypar_config,
+        o.mtkahypar_preset,
+    )
+    return hit is not None
+
+
 def prefetch_partitions(sc, workers: int | None = None) -> None:
     """Compute the scenario's missing hypergraph partitions, KaHyPar jobs in parallel.
 
     Phases of one network depend on each other, but (network, P) jobs do not;
     with ``workers`` processes (default: CPU count) a cold cache fills that much
     faster. Mt-KaHyPar jobs run here, one after another (they are multi-threaded).
+    Partitions already cached (or shipped with the package) are not jobs. Progress
+    goes to stderr: one self-overwriting line on a terminal, else one line per
+    finished job (so that logs show it too).
     """
     import multiprocessing
     import os
     import sys
+    import time
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
     jobs = [
         (label, o, p)
         for label, o in spmv_specs(sc)
         for p in sc.study.gpus
-        if o.partitioner != "random" and o.cache and p > 1
+        if o.partitioner != "random" and o.cache and p > 1 and not _is_cached(o, p, sc.seed)
     ]
     if not jobs:
         return
     jobs.sort(key=lambda j: -j[1].neurons * j[2])  # biggest first
     tty = sys.stderr.isatty()
-
-    def note(done: int, label: str, parts: int, sec: float, cached: bool) -> None:
-        if tty:
-            how = "cached" if cached else f"{sec:.1f} s"
-            sys.stderr.write(f"\rpartitions {done}/{len(jobs)}: {label} P={parts} ({how})\x1b[K")
-            sys.stderr.flush()
-
+    t0 = time.perf_counter()
     kah = [j for j in jobs if j[1].partitioner == "kahypar"]
     other = [j for j in jobs if j[1].partitioner != "kahypar"]
-    done = 0
     n = min(workers or os.cpu_count() or 1, len(kah))
+    sys.stderr.write(
+        f"partitioning {len(jobs)} (network, P) jobs not in the cache, "
+        f"{max(n, 1)} at a time; each takes seconds to minutes\n"
+    )
+    sys.stderr.flush()
+
+    def note(done: int, label: str, parts: int, sec: float, cached: bool) -> None:
+        how = "cached" if cached else f"{sec:.1f} s"
+        text = (
+            f"partitions {done}/{len(jobs)}: {label} P={parts} ({how}, "
+            f"{time.perf_counter() - t0:.0f} s so far)"
+        )
+        sys.stderr.write(f"\r{text}\x1b[K" if tty else text + "\n")
+        sys.stderr.flush()
+
+    done = 0
     if n > 1:
         ctx = multiprocessing.get_context("spawn")  # no fork of a threaded parent
         with ProcessPoolExecutor(max_workers=n, mp_context=ctx) as pool:
@@ -569,6 +599,7 @@ def table1_tables(sc, records: list[dict] | None = None) -> list[tuple[str, list
         rows: list[list] = []
         for p in sc.study.gpus:
             m = {lab: partition_for(o, p, sc.seed)[2] for lab, o in members}
+            shown = False  # P printed on this size's first row
             if base is not None:
                 r0 = m[base[0]]
                 for lab, o in members:
@@ -583,10 +614,11 @@ def table1_tables(sc, records: list[dict] | None = None) -> list[tuple[str, list
                     ]
                     row = [p, f"{lab} / {base[0]}", *(f"{v:.2f}" for v in ratio), "", ""]
                     rows.append(row + ([""] * 4 if records else []))
+                    shown = True
             for lab, _o in members:
                 t = m[lab]
                 row = [
-                    p if base is None else "",
+                    "" if shown else p,
                     lab,
                     _fmt(t.avg_volume),
                     _fmt(t.max_volume),
@@ -606,6 +638,7 @@ def table1_tables(sc, records: list[dict] | None = None) -> list[tuple[str, list
                         spmv, upd = b.get("spmv", 0.0) * per, b.get("update", 0.0) * per
                         row += [_us(t_vec), _us(t_vec - spmv - upd), _us(spmv), _us(upd)]
                 rows.append(row)
+                shown = True
         title = (
             f"{net.name}: {net.description}. Table 1 of the SpMV paper, per layer of one "
             f"SpFF pass (SpBP mirrors it), volumes in vector entries"

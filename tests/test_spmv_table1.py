@@ -1,0 +1,84 @@
+"""The SpMV paper's Table 1 SGD rows against the RadiX-Net generator (issue 16).
+
+Random rows depend only on the network's structure, so they check the generator:
+the paper's SGD figures (its second 16384/65536 block, see
+scenarios/references/spmv.yaml) are our per-layer figures times one normalisation,
+0.2328, fitted on one entry (N = 65536, P = 32, average volume).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from simcluster.partition import comm_plan, partition_network, table1_metrics
+from simcluster.partition.backends import even_random_parts
+from simcluster.workload.radixnet import graph_challenge_radixnet
+
+#: the paper's normalisation of Table 1 (fitted on N = 65536, P = 32, avg volume)
+SCALE = 0.2328
+
+#: Table 1, SGD actual values: (avg volume, max volume, avg messages, max messages)
+SGD = {
+    16384: {
+        32: (2365, 2377, 7, 7),
+        64: (1491, 1512, 15, 15),
+        128: (842, 859, 30, 30),
+        256: (448, 462, 61, 61),
+        512: (231, 243, 103, 105),
+    },
+    65536: {
+        32: (9419, 9454, 7, 7),
+        64: (5938, 5973, 15, 15),
+        128: (3355, 3386, 30, 30),
+        256: (1786, 1820, 61, 61),
+        512: (922, 944, 122, 122),
+    },
+}
+
+
+@given(st.integers(1, 3000), st.integers(1, 600), st.integers(0, 2**32 - 1))
+@settings(max_examples=60, deadline=None)
+def test_even_random_parts_are_balanced(n, k, seed):
+    parts = even_random_parts(n, k, np.random.default_rng(seed))
+    sizes = np.bincount(parts, minlength=k)
+    assert sizes.size == k and sizes.sum() == n
+    assert sizes.max() - sizes.min() <= 1
+    again = even_random_parts(n, k, np.random.default_rng(seed))
+    assert np.array_equal(parts, again)
+
+
+def test_random_rows_are_balanced_and_seeded():
+    net = graph_challenge_radixnet(1024, 3)
+    a = partition_network(net, 32, "random", seed=1, status=False)
+    b = partition_network(net, 32, "random", seed=1, status=False)
+    for o in a.owners:
+        assert np.all(np.bincount(o, minlength=32) == 32)
+    assert all(np.array_equal(x, y) for x, y in zip(a.owners, b.owners, strict=True))
+    m = table1_metrics(comm_plan(net, a), a)
+    assert m.imbalance == pytest.approx(1.0)  # every row has 32 nonzeros
+
+
+def test_random_volume_is_the_column_degree_formula():
+    """A random placement sends x(j) to (P-1)(1-(1-1/P)^c) other ranks: structure-free."""
+    net = graph_challenge_radixnet(16384, 2)
+    assert np.all(net.layers[1].col_nnz == 32)
+    for p in (32, 512):
+        part = partition_network(net, p, "random", status=False)
+        lc = comm_plan(net, part)[1]
+        expect = net.layers[1].cols * (p - 1) * (1 - (1 - 1 / p) ** 32)
+        assert lc.volume == pytest.approx(expect, rel=0.01)
+
+
+@pytest.mark.parametrize("neurons,layers", [(16384, 3), (65536, 2)])
+def test_sgd_rows_match_table1(neurons, layers):
+    """Every SGD entry of Table 1 (volumes and message counts) within 10 %."""
+    net = graph_challenge_radixnet(neurons, layers)
+    for p, ref in SGD[neurons].items():
+        part = partition_network(net, p, "random", status=False)
+        m = table1_metrics(comm_plan(net, part), part)
+        ours = (m.avg_volume, m.max_volume, m.avg_messages, m.max_messages)
+        for got, want in zip(ours, ref, strict=True):
+            assert got * SCALE == pytest.approx(want, rel=0.10), (neurons, p, got, want)
