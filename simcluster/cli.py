@@ -62,8 +62,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(json.dumps(payload, indent=2))
         return 0
     print(f"scenario {sc.name}: {sc.description}".rstrip(": "))
+    w = sc.workload
+    what = f"trace {w.trace}" if w.trace else w.model
     print(
-        f"model {sc.workload.model or '(none: sparse DNN from the schedule options)'}, "
+        f"model {what or '(none: sparse DNN from the schedule options)'}, "
         f"batch {sc.workload.batch_per_gpu}/GPU, "
         f"{sc.workload.precision}, topology {sc.topology}, {sc.study.kind} scaling\n"
     )
@@ -231,7 +233,17 @@ def build_parser() -> argparse.ArgumentParser:
     w = sub.add_parser("sweep", help="what-if grid over scenario, topology or profile fields")
     sweep_arguments(w)
     w.set_defaults(func=cmd_sweep)
+    ts = sub.add_parser("trace-summary", help="what a PyTorch trace workload holds")
+    ts.add_argument("trace", help="Kineto trace (.json) of one training iteration")
+    ts.set_defaults(func=cmd_trace_summary)
     return p
+
+
+def cmd_trace_summary(args: argparse.Namespace) -> int:
+    from simcluster.workload.trace import read_trace, trace_summary
+
+    print(trace_summary(read_trace(args.trace)))
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -21,19 +21,18 @@ from typing import Any
 import numpy as np
 
 from simcluster.collectives import CommContext, estimate_phases
-from simcluster.compute import load_network_profile, load_profile
+from simcluster.compute import load_network_profile
 from simcluster.engine import Engine, Trace
 from simcluster.program import RankClass, expand, perturb
 from simcluster.scenario import (
     Heterogeneity,
     Scenario,
     resolved_dataset_size,
-    resolved_input_size,
-    resolved_num_classes,
+    workload_model,
+    workload_profile,
 )
 from simcluster.schedules import BuildContext, RunShape, get_schedule
 from simcluster.topology import load_topology
-from simcluster.workload import build_model
 
 __all__ = [
     "ScenarioResult",
@@ -175,10 +174,8 @@ def run_scenario(
     """Simulate every (schedule, size) of the study; records in study order."""
     t0 = time.perf_counter()
     w = sc.workload
-    model = (
-        build_model(w.model, resolved_input_size(w), resolved_num_classes(w)) if w.model else None
-    )
-    profile = load_profile(sc.profile)
+    model = workload_model(w)
+    profile = workload_profile(sc, model)
     netp = load_network_profile(sc.network_profile)
     base_dataset = resolved_dataset_size(w)
     per_node = load_topology(sc.topology, num_nodes=1).ranks_per_node
