@@ -351,6 +351,10 @@ def validate_live(path: str | Path, workdir: str | Path, profile: str | None = N
         CommContext(cluster, netp.per_message_overhead_s, netp.link_efficiency), "maxmin"
     )
     dev = _find_cpu_profile(data.get("machine", {}), profile)
+    from simcluster.workload import list_models
+
+    if cfg.get("module") or cfg.get("model") not in list_models():
+        dev = None  # a model of the user's own (calibrate.live --module): nothing to predict
     compute = _predicted_compute(dev, cfg["model"], int(cfg["batch"])) if dev else None
     device_text = (
         f"{dev.describe()}: forward, backward, optimizer predicted"
