@@ -235,6 +235,7 @@ def build_parser() -> argparse.ArgumentParser:
     w.set_defaults(func=cmd_sweep)
     ts = sub.add_parser("trace-summary", help="what a PyTorch trace workload holds")
     ts.add_argument("trace", help="Kineto trace (.json) of one training iteration")
+    ts.add_argument("--et", help="its execution trace (ExecutionTraceObserver), if any")
     ts.set_defaults(func=cmd_trace_summary)
     return p
 
@@ -242,7 +243,7 @@ def build_parser() -> argparse.ArgumentParser:
 def cmd_trace_summary(args: argparse.Namespace) -> int:
     from simcluster.workload.trace import read_trace, trace_summary
 
-    print(trace_summary(read_trace(args.trace)))
+    print(trace_summary(read_trace(args.trace, args.et)))
     return 0
 
 

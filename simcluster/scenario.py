@@ -49,6 +49,9 @@ class Workload(StrictModel):
     trace: str | None = Field(
         None, description="Kineto trace of one training iteration (instead of model)"
     )
+    execution_trace: str | None = Field(
+        None, description="the trace's ExecutionTraceObserver file (shapes it may lack)"
+    )
     trace_profile: str | None = Field(
         None, description="profile of the device the trace ran on; scaled to `profile` if set"
     )
@@ -161,6 +164,10 @@ def _check_names(sc: Scenario, file: str | None) -> None:
         return UnknownNameError(kind, value, known, file=file, path=path)
 
     w = sc.workload
+    if w.trace is None and (w.execution_trace or w.trace_profile):
+        key = "execution_trace" if w.execution_trace else "trace_profile"
+        raise ConfigError(file, f"workload.{key}", getattr(w, key),
+                          "only with workload.trace", "leave it out")  # fmt: skip
     if isinstance(w.model, str) and w.model not in list_models():
         raise unknown("model", "workload.model", w.model, list_models())
     if w.trace is not None:
@@ -292,7 +299,7 @@ def workload_model(w: Workload):
     if w.trace is not None:
         from simcluster.workload.trace import read_trace
 
-        return read_trace(w.trace)
+        return read_trace(w.trace, w.execution_trace)
     if w.model is None:
         return None
     if isinstance(w.model, dict):

@@ -293,3 +293,31 @@ def test_live_runs_the_traced_module(tmp_path):
     ops = data["ranks"][0]["patterns"]["ddp"]["ops"][0]
     nbytes = sum(o["nbytes"] for o in ops if o.get("kind") == "allreduce")
     assert nbytes == 4 * sum(p.numel() for p in _module().parameters())
+
+
+def test_execution_trace_supplies_the_gradient_shapes(tmp_path):
+    from torch.profiler import ExecutionTraceObserver, ProfilerActivity, profile
+
+    from calibrate.trace import Step
+
+    step = Step(_module(), 2, (3, 8, 8), torch.device("cpu"))
+    step()
+    kineto, et = tmp_path / "k.json", tmp_path / "et.json"
+    observer = ExecutionTraceObserver().register_callback(str(et))
+    with profile(activities=[ProfilerActivity.CPU], execution_trace_observer=observer) as prof:
+        step()
+    prof.export_chrome_trace(str(kineto))
+    with pytest.raises(ConfigError, match="no tensor shapes"):
+        read_trace(kineto)
+    m = read_trace(kineto, et)
+    assert m.params == sum(p.numel() for p in _module().parameters())
+    with pytest.raises(ConfigError, match="not an execution trace"):
+        read_trace(kineto, kineto)
+
+
+def test_execution_trace_needs_a_trace(traced):
+    d = _scenario(traced, 4, [1])
+    d["workload"] = {"model": "resnet18", "batch_per_gpu": 4, "dataset_size": 64,
+                     "execution_trace": "et.json"}  # fmt: skip
+    with pytest.raises(ConfigError, match="only with workload.trace"):
+        parse_scenario(d, "s.yaml")

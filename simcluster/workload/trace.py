@@ -135,10 +135,10 @@ def _bad(file: str, path: str, value: Any, problem: str, allowed: Any = None) ->
     return ConfigError(file, path, value, problem, allowed)
 
 
-def _load_json(path: Path) -> Any:
+def _load_json(path: Path, field: str = "workload.trace") -> Any:
     file = str(path)
     if not path.is_file():
-        raise _bad(file, "workload.trace", file, "no such trace file", "a Kineto trace (.json)")
+        raise _bad(file, field, file, "no such trace file", "a trace file (.json)")
     try:
         text = path.read_text()
     except (OSError, UnicodeDecodeError) as exc:
@@ -258,14 +258,42 @@ def _device_of(data: dict[str, Any], has_kernels: bool) -> str:
     return "cpu"
 
 
-def read_trace(path: str | Path) -> TraceModel:
-    """The :class:`TraceModel` of a Kineto trace file (cached per file and change time)."""
-    p = Path(path)
+def _stamp(p: Path) -> int:
     try:
-        stamp = p.stat().st_mtime_ns
+        return p.stat().st_mtime_ns
     except OSError:
-        stamp = 0
-    return _read(str(p), stamp)
+        return 0
+
+
+def read_trace(path: str | Path, execution_trace: str | Path | None = None) -> TraceModel:
+    """The :class:`TraceModel` of a Kineto trace file (cached per file and change time).
+
+    ``execution_trace``: the matching ``ExecutionTraceObserver`` file; gradient shapes the
+    Kineto trace lacks (recorded without ``record_shapes``) are taken from its
+    ``AccumulateGrad`` nodes, matched by record-function id.
+    """
+    p = Path(path)
+    et = Path(execution_trace) if execution_trace is not None else None
+    return _read(str(p), _stamp(p), str(et) if et else None, _stamp(et) if et else 0)
+
+
+def _et_shapes(file: str) -> dict[int, Any]:
+    """Record-function id -> gradient shape of each AccumulateGrad node of an execution trace."""
+    data = _load_json(Path(file), "workload.execution_trace")
+    if not isinstance(data, dict) or not isinstance(data.get("nodes"), list):
+        raise _bad(file, "nodes", type(data).__name__, "not an execution trace (no nodes list)",
+                   "a file written by torch.profiler.ExecutionTraceObserver")  # fmt: skip
+    out: dict[int, Any] = {}
+    for node in data["nodes"]:
+        if not isinstance(node, dict) or node.get("name") != _ACCUMULATE:
+            continue
+        attrs = {
+            a.get("name"): a.get("value") for a in node.get("attrs", []) if isinstance(a, dict)
+        }
+        shapes = (node.get("inputs") or {}).get("shapes") or [None]
+        if isinstance(attrs.get("rf_id"), int):
+            out[attrs["rf_id"]] = shapes[0]
+    return out
 
 
 @dataclass
@@ -282,7 +310,9 @@ class _Step:
     between_s: float
 
 
-def _one_step(cpu: list[_Ev], kernels: list[_Ev], file: str) -> _Step:
+def _one_step(
+    cpu: list[_Ev], kernels: list[_Ev], file: str, et: dict[int, Any] | None = None
+) -> _Step:
     """Read one training iteration from its CPU events (and all GPU kernels)."""
     ops = [e for e in cpu if e.cat == "cpu_op"]
     if not ops:
@@ -346,7 +376,10 @@ def _one_step(cpu: list[_Ev], kernels: list[_Ev], file: str) -> _Step:
         node = e.name[len(_BWD_PREFIX) :] if e.name.startswith(_BWD_PREFIX) else None
         if node is not None and _ACCUMULATE in node:
             inner = next((c for c in e.descendants() if c.name == _ACCUMULATE), e)
-            n = _numel((inner.args.get("Input Dims") or [None])[0])
+            dims = (inner.args.get("Input Dims") or [None])[0]
+            if dims is None and et is not None:
+                dims = et.get(inner.args.get("Record function id"))
+            n = _numel(dims)
             owner = current if current is not None else len(fwd) - 1
             bwd_s[owner] += secs(e)
             if n is None:
@@ -369,7 +402,8 @@ def _one_step(cpu: list[_Ev], kernels: list[_Ev], file: str) -> _Step:
     if no_shape:
         raise _bad(file, "traceEvents", f"{no_shape} AccumulateGrad nodes without shapes",
                    "gradient sizes unknown: the trace has no tensor shapes",
-                   "a trace recorded with record_shapes=True")  # fmt: skip
+                   "a trace recorded with record_shapes=True, or its execution trace "
+                   "(workload.execution_trace)")  # fmt: skip
     if not any(grads):
         raise _bad(file, "traceEvents", "no AccumulateGrad", "no gradient reached a parameter: "
                    "nothing to synchronise (a frozen model?)", _HOW)  # fmt: skip
@@ -397,10 +431,14 @@ def _median(values: list[float]) -> float:
 
 
 @lru_cache(maxsize=32)
-def _read(file: str, _stamp: int) -> TraceModel:
+def _read(file: str, _stamp: int, et_file: str | None, _et_stamp: int) -> TraceModel:
     data = _load_json(Path(file))
     raw = _check_format(data, file)
     notes: list[str] = []
+    et = _et_shapes(et_file) if et_file else None
+    if et_file:
+        notes.append(f"execution trace {et_file}: {len(et or {})} gradient shapes, used where "
+                     "the Kineto trace has none")  # fmt: skip
     header = data.get("simcluster") if isinstance(data.get("simcluster"), dict) else {}
     evs = [
         _Ev(str(e.get("name", "")), str(e.get("cat", "")), float(e["ts"]), float(e["dur"]),
@@ -418,7 +456,7 @@ def _read(file: str, _stamp: int) -> TraceModel:
     )
     if len(marks) > 1:
         windows = [[e for e in cpu if m.ts <= e.ts < m.end] for m in marks]
-        steps = [_one_step(w, kernels, file) for w in windows]
+        steps = [_one_step(w, kernels, file, et) for w in windows]
         shape = [(len(s.fwd), [e.name for e in s.fwd], s.grads) for s in steps]
         if any(x != shape[-1] for x in shape):
             steps = steps[-1:]
@@ -427,7 +465,7 @@ def _read(file: str, _stamp: int) -> TraceModel:
             notes.append(f"{len(marks)} profiler steps: each layer's time is the median over "
                          "them (robust to a busy host)")  # fmt: skip
     else:
-        steps = [_one_step(cpu, kernels, file)]
+        steps = [_one_step(cpu, kernels, file, et)]
     last = steps[-1]
     fwd_s = [_median([s.fwd_s[i] for s in steps]) for i in range(len(last.fwd))]
     bwd_s = [_median([s.bwd_s[i] for s in steps]) for i in range(len(last.fwd))]
