@@ -121,6 +121,11 @@ def cmd_list(args: argparse.Namespace) -> int:
     print("models:")
     for m in list_models():
         print(f"  {m:<18} {MODELS[m].description}")
+    from simcluster.workload.families import describe_families
+
+    print("model families (workload.model: {family: NAME, ...}):")
+    for line in describe_families():
+        print(f"  {line}")
     print("topologies:\n  " + ", ".join(list_topologies()))
     print("device profiles:\n  " + ", ".join(list_profiles()))
     print("network profiles:\n  " + ", ".join(list_network_profiles()))

@@ -13,6 +13,8 @@
 #   4. `calibrate check` (a ResNet's forward + backward, simulated vs torch) of the
 #      full profile (else the quick one) for each MODEL:BATCH of CHECKS
 #      (default resnet18-cifar at 32 and 256, resnet50 at 32) -> $OUT/check-*.json
+#   5. a Kineto trace of one training step per MODEL:BATCH of TRACES (default those of
+#      CHECKS; TRACES= skips) for `workload: {trace: FILE}`  -> $OUT/traces/<gpu>-<m>-b<b>.json
 # <gpu> comes from torch's device name: h200, h100-sxm-80gb, h100-pcie-80gb, ...
 # The file stems are the profile names: copied to calibrate/profiles/ and
 # calibrate/profiles/network/ they load as `profile: <gpu>-measured` and
@@ -44,6 +46,7 @@ FULL_ROUNDS=${FULL_ROUNDS:-2}
 QUICK_ARGS=${QUICK_ARGS:---quick}
 FULL_ARGS=${FULL_ARGS:---rounds $FULL_ROUNDS}
 CHECKS=${CHECKS:-resnet18-cifar:32 resnet18-cifar:256 resnet50:32}
+TRACES=${TRACES-$CHECKS}
 QUICK=${QUICK:-1}
 WHEELS=${WHEELS:-.whl}
 export PYTHONUNBUFFERED=1
@@ -121,7 +124,17 @@ EOF
                 | tee "$OUT/check-$(basename "$prof" .json)-$m-b$b.json"
         done
     fi
-    ls -la "$OUT" "$OUT/network"
+
+    # 5. one trace per model (calibrate.trace: warm-up, then profiled steps)
+    mkdir -p "$OUT/traces"
+    for c in $TRACES; do
+        m=${c%%:*} b=${c##*:}
+        left=$((DEADLINE - SECONDS))
+        [ "$left" -gt 15 ] || { echo "trace $c: skipped, $left s left"; continue; }
+        timeout -k 5 "$left" "$PYTHON" -m calibrate.trace --model "$m" --batch "$b" \
+            --device "$DEVICE" --out "$OUT/traces/$GPU-$m-b$b.json"
+    done
+    ls -la "$OUT" "$OUT/network" "$OUT/traces"
     echo "done; elapsed ${SECONDS} s"
 }
 

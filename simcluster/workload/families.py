@@ -45,6 +45,7 @@ __all__ = [
     "check_family",
     "family_layers",
     "family_label",
+    "describe_families",
     "preset_layers",
     "build_family",
 ]
@@ -115,7 +116,7 @@ class FamilySpec:
     default_classes: int
 
 
-#: family -> its fields (name -> rule), shown in errors
+#: family -> its size and class fields and their defaults
 FAMILIES: dict[str, FamilySpec] = {
     "gpt": FamilySpec("seq", "vocab", 1024, 50257),
     "bert": FamilySpec("seq", "vocab", 128, 30522),
@@ -242,6 +243,15 @@ def _fill_defaults(family: str, out: dict[str, Any]) -> None:
                    f"at most positions ({out['positions']})")  # fmt: skip
     if family == "bert":
         out.setdefault("heads_out", "pooler")
+
+
+def describe_families() -> list[str]:
+    """One line per family: its fields, required ones marked ``*``."""
+    out = []
+    for fam, fields in _FIELDS.items():
+        parts = [f"{k}*" if r.required else k for k, r in fields.items()]
+        out.append(f"{fam:<8} " + ", ".join(parts))
+    return out
 
 
 def family_label(spec: Mapping[str, Any]) -> str:

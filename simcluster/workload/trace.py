@@ -20,6 +20,8 @@ whose layers carry their measured seconds:
   nodes is the order in which gradients become ready (:attr:`TraceModel.backward_order`).
 * **optimizer seconds**: the ``Optimizer.step#...`` and ``Optimizer.zero_grad#...``
   annotations (absent: the device profile times the step; reported).
+* **several steps** (``ProfilerStep#k`` marks, a profiler schedule): each is read, and
+  the step of median total time is used, as a timed run reports its median iteration.
 
 Units: seconds for times, elements for parameter counts, bytes for ``*_bytes``. The
 times are for the batch the trace was recorded at (:attr:`TraceModel.batch`, from the
@@ -146,7 +148,7 @@ def _load_json(path: Path, field: str = "workload.trace") -> Any:
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
-        end = exc.pos >= len(text.rstrip()) - 1
+        end = exc.pos >= len(text.rstrip()) - 1 or exc.msg.startswith("Unterminated string")
         why = "truncated JSON (the file ends early)" if end else f"not valid JSON: {exc.msg}"
         raise _bad(
             file, "<json>", f"line {exc.lineno}, column {exc.colno}", why,
@@ -424,10 +426,8 @@ def _one_step(
                  unattributed, between)  # fmt: skip
 
 
-def _median(values: list[float]) -> float:
-    v = sorted(values)
-    n = len(v)
-    return v[n // 2] if n % 2 else 0.5 * (v[n // 2 - 1] + v[n // 2])
+def _total(step: _Step) -> float:
+    return sum(step.fwd_s) + sum(step.bwd_s) + (step.optimizer_s or 0.0)
 
 
 @lru_cache(maxsize=32)
@@ -462,15 +462,13 @@ def _read(file: str, _stamp: int, et_file: str | None, _et_stamp: int) -> TraceM
             steps = steps[-1:]
             notes.append(f"{len(marks)} profiler steps of different shapes: read the last")
         else:
-            notes.append(f"{len(marks)} profiler steps: each layer's time is the median over "
-                         "them (robust to a busy host)")  # fmt: skip
+            totals = ", ".join(f"{_total(x) * 1e3:.2f}" for x in steps)
+            notes.append(f"{len(marks)} profiler steps ({totals} ms): read the median one "
+                         "(robust to a busy host)")  # fmt: skip
     else:
         steps = [_one_step(cpu, kernels, file, et)]
-    last = steps[-1]
-    fwd_s = [_median([s.fwd_s[i] for s in steps]) for i in range(len(last.fwd))]
-    bwd_s = [_median([s.bwd_s[i] for s in steps]) for i in range(len(last.fwd))]
-    opts = [s.optimizer_s for s in steps if s.optimizer_s is not None]
-    optimizer_s = _median(opts) if opts else None
+    last = sorted(steps, key=_total)[(len(steps) - 1) // 2]
+    fwd_s, bwd_s, optimizer_s = last.fwd_s, last.bwd_s, last.optimizer_s
     if kernels:
         notes.append("GPU trace: layer times are the kernels' durations; host-side operator "
                      "durations ignored")  # fmt: skip
@@ -480,7 +478,7 @@ def _read(file: str, _stamp: int, et_file: str | None, _et_stamp: int) -> TraceM
             ms = sum(k.dur for k in lost) / 1e3
             notes.append(f"ignored {len(lost)} GPU kernels ({ms:.3f} ms) launched by no "
                          "recorded operator (communication, copies)")  # fmt: skip
-    unattributed = _median([s.unattributed_s for s in steps])
+    unattributed = last.unattributed_s
     if unattributed:
         notes.append(
             f"{unattributed * 1e3:.3f} ms of backward tied to no forward layer "
@@ -489,7 +487,7 @@ def _read(file: str, _stamp: int, et_file: str | None, _et_stamp: int) -> TraceM
     if optimizer_s is None:
         notes.append("no Optimizer.step annotation: the optimizer step is timed by the device "
                      "profile")  # fmt: skip
-    between = _median([s.between_s for s in steps])
+    between = last.between_s
     if between and not kernels:
         notes.append(f"{between * 1e3:.3f} ms of host time between forward operators "
                      "(Python, dispatch) not counted")  # fmt: skip
