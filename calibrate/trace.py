@@ -20,7 +20,8 @@ float; ``--tokens VOCAB`` for integer token inputs), cross-entropy against rando
 labels (an output of shape ``(N, ..., C)`` is flattened to ``(N*..., C)``),
 ``backward``, SGD with momentum 0.9 (as ``calibrate.live`` trains). ``--warmup`` steps
 run first, unprofiled; then one step runs under ``torch.profiler.profile(record_shapes=
-True)`` and is written with ``export_chrome_trace``. ``--et FILE`` also writes the
+True)`` and is written with ``export_chrome_trace``; each leaf module's forward is marked
+``record_function("module:NAME")`` so layers carry module names. ``--et FILE`` also writes the
 matching execution trace (``ExecutionTraceObserver``). The trace gets a ``simcluster``
 header (model, batch, device, precision, threads, torch version, command, date).
 
@@ -167,11 +168,35 @@ def _device_name(device: torch.device) -> str:
     return "cpu"
 
 
+def annotate_modules(module: nn.Module) -> list[Any]:
+    """Mark each leaf module's forward with ``record_function("module:NAME")`` so the
+    trace names layers after modules; returns the hook handles (``.remove()`` them)."""
+    from torch.autograd.profiler import record_function
+
+    handles: list[Any] = []
+    for name, sub in module.named_modules():
+        if not name or any(True for _ in sub.children()):
+            continue
+        open_: list[Any] = []
+
+        def pre(_m, _inp, name=name, open_=open_):
+            rf = record_function(f"module:{name}")
+            rf.__enter__()
+            open_.append(rf)
+
+        def post(_m, _inp, _out, open_=open_):
+            if open_:
+                open_.pop().__exit__(None, None, None)
+
+        handles += [sub.register_forward_pre_hook(pre), sub.register_forward_hook(post)]
+    return handles
+
+
 def record(step: Step, out: Path, et: Path | None, header: dict[str, Any], steps: int = 1) -> None:
     """Profile ``steps`` steps and write their Kineto trace (+ header) to ``out``.
 
-    With more than one step each is marked ``ProfilerStep#k`` and the reader takes each
-    layer's median over them.
+    With more than one step each is marked ``ProfilerStep#k`` and the reader uses the
+    step of median total time. Leaf modules are marked (:func:`annotate_modules`).
     """
     from torch.profiler import ExecutionTraceObserver, ProfilerActivity, profile, schedule
 
@@ -180,6 +205,7 @@ def record(step: Step, out: Path, et: Path | None, header: dict[str, Any], steps
         acts.append(ProfilerActivity.CUDA)
     observer = ExecutionTraceObserver().register_callback(str(et)) if et else None
     plan = schedule(wait=0, warmup=1, active=steps, repeat=1) if steps > 1 else None
+    handles = annotate_modules(step.module)
     with profile(
         activities=acts, record_shapes=True, execution_trace_observer=observer, schedule=plan
     ) as prof:
@@ -187,6 +213,8 @@ def record(step: Step, out: Path, et: Path | None, header: dict[str, Any], steps
             step()
             if plan is not None:
                 prof.step()
+    for h in handles:
+        h.remove()
     out.parent.mkdir(parents=True, exist_ok=True)
     prof.export_chrome_trace(str(out))
     data = json.loads(out.read_text())

@@ -321,3 +321,19 @@ def test_execution_trace_needs_a_trace(traced):
                      "execution_trace": "et.json"}  # fmt: skip
     with pytest.raises(ConfigError, match="only with workload.trace"):
         parse_scenario(d, "s.yaml")
+
+
+def test_model_names_build_the_zoo_resnets():
+    from calibrate.trace import build_module, default_input_shape
+    from simcluster.workload import build_model
+
+    module, what = build_module("resnet18-cifar", None, 10)
+    assert what == "resnet18-cifar"
+    assert sum(p.numel() for p in module.parameters()) == build_model("resnet18-cifar").params
+    assert default_input_shape("resnet18-cifar") == (3, 32, 32)
+    assert default_input_shape("torchvision:resnet50") == (3, 224, 224)
+
+
+def test_layers_carry_module_names(traced):
+    names = [x.name for x in read_trace(traced).trainable_layers()]
+    assert names[0] == "0:0/aten::conv2d" and names[-1].endswith(":11/aten::linear")

@@ -8,7 +8,9 @@ whose layers carry their measured seconds:
 
 * **layers**: one per top-level forward operator (a ``cpu_op`` inside no other
   ``cpu_op``; user annotations such as ``ProfilerStep#1`` are looked through), in
-  execution order. Its op class (conv, linear, norm, ...) comes from the ATen name.
+  execution order. Its op class (conv, linear, norm, ...) comes from the ATen name; its
+  name is ``INDEX:MODULE/OP`` where a ``record_function("module:MODULE")`` range (what
+  ``calibrate.trace`` adds) encloses it, else ``INDEX:OP``.
 * **forward seconds**: the operator's duration (CPU trace) or the summed duration of
   the GPU kernels its operators launched (``kernel`` events linked by ``External id``).
 * **backward seconds**: every ``autograd::engine::evaluate_function: XBackward0`` node
@@ -496,7 +498,9 @@ def _read(file: str, _stamp: int, et_file: str | None, _et_stamp: int) -> TraceM
         op = op_class_of(e.name)
         tensors = tuple(reversed(last.grads[i]))  # registration order: backward reversed
         shape = {"aten": e.name, "fwd_s": fwd_s[i], "bwd_s": bwd_s[i], **_shape_of(op, e)}
-        layers.append(Layer(f"{i}:{e.name}", op, sum(tensors), tensors, 0.0, 0, 0,
+        mod = e.annotation(("module:",))
+        name = f"{i}:{mod.name.removeprefix('module:')}/{e.name}" if mod else f"{i}:{e.name}"
+        layers.append(Layer(name, op, sum(tensors), tensors, 0.0, 0, 0,
                             FrozenDict(shape)))  # fmt: skip
     batch = header.get("batch")
     batch = batch if isinstance(batch, int) and not isinstance(batch, bool) and batch > 0 else None
@@ -517,7 +521,7 @@ def _read(file: str, _stamp: int, et_file: str | None, _et_stamp: int) -> TraceM
     )
 
 
-_ATEN = re.compile(r"^\d+:")
+_INDEX = re.compile(r"^\d+:")
 
 
 def trace_summary(model: TraceModel) -> str:
@@ -546,7 +550,7 @@ def trace_summary(model: TraceModel) -> str:
         + ", ".join(f"{op} {t * 1e3:.3f} ms" for op, t in by_op.most_common())
     )
     ready = [i for i in model.backward_order if model.layers[i].params > 0]
-    shown = ", ".join(_ATEN.sub("", model.layers[i].name) + f"#{i}" for i in ready[:8])
+    shown = ", ".join(_INDEX.sub("", model.layers[i].name) + f"#{i}" for i in ready[:8])
     lines.append(f"  gradient-ready order (first {min(8, len(ready))}): {shown}")
     lines.append("  ignored / assumed:")
     lines += [f"    - {n}" for n in model.notes] or ["    - nothing"]
