@@ -16,7 +16,7 @@ import torch.nn as nn
 from .layers import amp_context, math_mode
 from .timing import Timer
 
-__all__ = ["torch_model", "time_model", "simulated_time"]
+__all__ = ["torch_model", "small_cnn", "time_model", "simulated_time"]
 
 
 class _Block(nn.Module):
@@ -75,6 +75,20 @@ def torch_model(name: str, num_classes: int | None = None) -> nn.Module:
             layers.append(block)
             cin = planes * (1 if kind == "basic" else 4)
     layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(cin, classes)]
+    return nn.Sequential(*layers)
+
+
+def small_cnn(num_classes: int = 10) -> nn.Module:
+    """A small CNN for 32 x 32 images: three conv-BN-ReLU stages (32, 64, 128 channels,
+    the last two with stride 2), global average pool, linear. About 0.1 M parameters;
+    the model ``python -m calibrate.trace --module calibrate.models:small_cnn`` traces."""
+    layers: list[nn.Module] = []
+    cin = 3
+    for cout, stride in ((32, 1), (64, 2), (128, 2)):
+        layers += [nn.Conv2d(cin, cout, 3, stride, 1, bias=False), nn.BatchNorm2d(cout),
+                   nn.ReLU(inplace=True)]  # fmt: skip
+        cin = cout
+    layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(cin, num_classes)]
     return nn.Sequential(*layers)
 
 

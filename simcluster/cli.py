@@ -69,8 +69,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(json.dumps(payload, indent=2))
         return _memory_verdict(warnings, args.strict_memory)
     print(f"scenario {sc.name}: {sc.description}".rstrip(": "))
+    w = sc.workload
+    what = f"trace {w.trace}" if w.trace else w.model
     print(
-        f"model {sc.workload.model or '(none: sparse DNN from the schedule options)'}, "
+        f"model {what or '(none: sparse DNN from the schedule options)'}, "
         f"batch {sc.workload.batch_per_gpu}/GPU, "
         f"{describe_key(resolved_precision(sc.workload))}, optimizer {sc.workload.optimizer}, "
         f"topology {sc.topology}, {sc.study.kind} scaling\n"
@@ -143,6 +145,11 @@ def cmd_list(args: argparse.Namespace) -> int:
     print("models:")
     for m in list_models():
         print(f"  {m:<18} {MODELS[m].description}")
+    from simcluster.workload.families import describe_families
+
+    print("model families (workload.model: {family: NAME, ...}):")
+    for line in describe_families():
+        print(f"  {line}")
     print("topologies:\n  " + ", ".join(list_topologies()))
     print("device profiles:\n  " + ", ".join(list_profiles()))
     print("network profiles:\n  " + ", ".join(list_network_profiles()))
@@ -356,7 +363,18 @@ def build_parser() -> argparse.ArgumentParser:
     w = sub.add_parser("sweep", help="what-if grid over scenario, topology or profile fields")
     sweep_arguments(w)
     w.set_defaults(func=cmd_sweep)
+    ts = sub.add_parser("trace-summary", help="what a PyTorch trace workload holds")
+    ts.add_argument("trace", help="Kineto trace (.json) of one training iteration")
+    ts.add_argument("--et", help="its execution trace (ExecutionTraceObserver), if any")
+    ts.set_defaults(func=cmd_trace_summary)
     return p
+
+
+def cmd_trace_summary(args: argparse.Namespace) -> int:
+    from simcluster.workload.trace import read_trace, trace_summary
+
+    print(trace_summary(read_trace(args.trace, args.et)))
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -27,6 +27,8 @@ __all__ = [
     "DATASETS",
     "load_scenario",
     "parse_scenario",
+    "workload_model",
+    "workload_profile",
 ]
 
 
@@ -40,8 +42,19 @@ DATASETS: dict[str, tuple[int, int, int]] = {
 
 
 class Workload(StrictModel):
-    model: str | None = Field(
-        None, description="zoo model (simcluster list); every schedule but spmv needs one"
+    model: str | dict[str, Any] | None = Field(
+        None,
+        description="zoo model (simcluster list) or a family mapping {family: gpt|bert|vit|"
+        "resnet, ...}; every schedule but spmv needs a model or a trace",
+    )
+    trace: str | None = Field(
+        None, description="Kineto trace of one training iteration (instead of model)"
+    )
+    execution_trace: str | None = Field(
+        None, description="the trace's ExecutionTraceObserver file (shapes it may lack)"
+    )
+    trace_profile: str | None = Field(
+        None, description="profile of the device the trace ran on; scaled to `profile` if set"
     )
     dataset: str | None = Field(None, description="dataset name; sets defaults below")
     input_size: int | None = Field(None, ge=1, le=65536, description="image side px or seq length")
@@ -182,7 +195,7 @@ def _check_names(sc: Scenario, file: str | None) -> None:
     from simcluster.registry import check_registered
     from simcluster.schedules import get_schedule
     from simcluster.topology import list_topologies, load_topology
-    from simcluster.workload import build_model, list_models
+    from simcluster.workload import list_models
 
     def unknown(kind: str, path: str, value: str, known: list[str]) -> ConfigError:
         from simcluster.errors import UnknownNameError
@@ -191,8 +204,14 @@ def _check_names(sc: Scenario, file: str | None) -> None:
 
     check_registered(Scenario, {"network_model": sc.network_model}, file, "")
     w = sc.workload
-    if w.model is not None and w.model not in list_models():
+    if w.trace is None and (w.execution_trace or w.trace_profile):
+        key = "execution_trace" if w.execution_trace else "trace_profile"
+        raise ConfigError(file, f"workload.{key}", getattr(w, key),
+                          "only with workload.trace", "leave it out")  # fmt: skip
+    if isinstance(w.model, str) and w.model not in list_models():
         raise unknown("model", "workload.model", w.model, list_models())
+    if w.trace is not None:
+        _check_trace(sc, file)
     if w.dataset is not None and w.dataset not in DATASETS:
         raise unknown("dataset", "workload.dataset", w.dataset, list(DATASETS))
     if w.dataset is None and w.dataset_size is None:
@@ -204,9 +223,11 @@ def _check_names(sc: Scenario, file: str | None) -> None:
         )
     if w.model is not None:
         try:
-            build_model(w.model, resolved_input_size(w), resolved_num_classes(w))
+            workload_model(w)
         except ConfigError as exc:
-            raise ConfigError(file, exc.path, exc.value, exc.problem, exc.allowed) from None
+            raise ConfigError(
+                file, exc.path, exc.value, exc.problem, exc.allowed, exc.suggestions
+            ) from None
 
     def named_or_file(value: str, known: list[str], suffixes: tuple[str, ...]) -> bool:
         return value in known or (Path(value).suffix in suffixes and Path(value).is_file())
@@ -235,7 +256,7 @@ def _check_names(sc: Scenario, file: str | None) -> None:
             ) from None
         # option fields that name a registered thing (an algorithm): known names only
         check_registered(cls.Options, spec.options, file, f"schedules[{i}].options")
-        if w.model is None and cls.needs_model:
+        if w.model is None and w.trace is None and cls.needs_model:
             raise ConfigError(
                 file,
                 "workload.model",
@@ -305,6 +326,88 @@ def resolved_precision(w: Workload) -> str:
     from simcluster.compute.precision import compute_key
 
     return compute_key(w.precision, w.amp_dtype)
+
+
+def _check_trace(sc: Scenario, file: str | None) -> None:
+    """A trace workload: the file reads, and batch, precision, model agree with it."""
+    from simcluster.compute import list_profiles
+
+    w = sc.workload
+    if w.model is not None:
+        raise ConfigError(file, "workload.trace", w.trace, "give workload.model or "
+                          "workload.trace, not both", "one of them")  # fmt: skip
+    try:
+        model = workload_model(w)
+    except ConfigError as exc:
+        raise ConfigError(exc.file or file, exc.path, exc.value, exc.problem, exc.allowed,
+                          exc.suggestions) from None  # fmt: skip
+    if model.batch is not None and model.batch != w.batch_per_gpu:
+        raise ConfigError(file, "workload.batch_per_gpu", w.batch_per_gpu,
+                          f"the trace {w.trace} was recorded at batch {model.batch}",
+                          str(model.batch))  # fmt: skip
+    traced = str(model.header.get("precision", "fp32"))
+    if w.precision != traced:
+        raise ConfigError(file, "workload.precision", w.precision,
+                          f"the trace's kernels ran in {traced}", traced)  # fmt: skip
+    tp = w.trace_profile
+    if (
+        tp is not None
+        and tp not in list_profiles()
+        and not (Path(tp).suffix == ".json" and Path(tp).is_file())
+    ):
+        from simcluster.errors import UnknownNameError
+
+        raise UnknownNameError("profile", tp, list_profiles(), file=file,
+                               path="workload.trace_profile")  # fmt: skip
+    if tp is not None and tp != sc.profile:
+        workload_profile(sc, model)  # both profiles state the rates the transfer model needs
+
+
+def workload_model(w: Workload):
+    """The workload's layer table: a zoo model, a family mapping, or a trace (or None)."""
+    from simcluster.workload import build_model
+
+    if w.trace is not None:
+        from simcluster.workload.trace import read_trace
+
+        return read_trace(w.trace, w.execution_trace)
+    if w.model is None:
+        return None
+    if isinstance(w.model, dict):
+        # the dataset's native size yields to the mapping's own size / class fields
+        size = w.input_size
+        if size is None and not _has_size(w.model):
+            size = resolved_input_size(w)
+        classes = w.num_classes
+        if classes is None and not _has_classes(w.model):
+            classes = resolved_num_classes(w)
+        return build_model(w.model, size, classes)
+    return build_model(w.model, resolved_input_size(w), resolved_num_classes(w))
+
+
+def _has_size(spec: dict[str, Any]) -> bool:
+    return "seq" in spec or "image" in spec
+
+
+def _has_classes(spec: dict[str, Any]) -> bool:
+    return "vocab" in spec or "classes" in spec
+
+
+def workload_profile(sc: Scenario, model: Any):
+    """The scenario's device profile; for a trace workload, wrapped so the trace's
+    measured layer times are used (scaled by the transfer model when the trace ran on
+    ``workload.trace_profile`` and that differs from ``profile``)."""
+    from simcluster.compute import load_profile
+
+    base = load_profile(sc.profile)
+    if sc.workload.trace is None:
+        return base
+    from simcluster.compute.traced import TracedProfile, device_spec
+
+    tp = sc.workload.trace_profile
+    if tp is None or tp == sc.profile:
+        return TracedProfile(base, model)
+    return TracedProfile(base, model, device_spec(tp), device_spec(sc.profile))
 
 
 def resolved_input_size(w: Workload) -> int | None:

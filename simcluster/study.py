@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from simcluster.collectives import estimate_phases
-from simcluster.compute import load_network_profile, load_profile
+from simcluster.compute import load_network_profile
 from simcluster.compute.memory import memory_per_gpu
 from simcluster.engine import Engine, Trace
 from simcluster.program import RankClass, expand, perturb
@@ -39,13 +39,12 @@ from simcluster.scenario import (
     Heterogeneity,
     Scenario,
     resolved_dataset_size,
-    resolved_input_size,
-    resolved_num_classes,
     resolved_precision,
+    workload_model,
+    workload_profile,
 )
 from simcluster.schedules import BuildContext, RunShape, get_schedule
 from simcluster.simulation import Simulation
-from simcluster.workload import build_model
 
 __all__ = [
     "ScenarioResult",
@@ -237,10 +236,8 @@ def run_scenario(
     """Simulate every (schedule, size) of the study; records in study order."""
     t0 = time.perf_counter()
     w = sc.workload
-    model = (
-        build_model(w.model, resolved_input_size(w), resolved_num_classes(w)) if w.model else None
-    )
-    profile = load_profile(sc.profile)
+    model = workload_model(w)
+    profile = workload_profile(sc, model)
     netp = load_network_profile(sc.network_profile)
     base_dataset = resolved_dataset_size(w)
     records: list[dict[str, Any]] = []

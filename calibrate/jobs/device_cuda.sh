@@ -18,6 +18,8 @@
 #      CHECK_PRECISIONS measured                -> $OUT/check-*.json
 # PRECISIONS (default fp32,tf32,amp,amp_bf16) are the precisions measured; FULL_MAX_S caps
 # the full run's seconds.
+#   6. a Kineto trace of one training step per MODEL:BATCH of TRACES (default those of
+#      CHECKS; TRACES= skips) for `workload: {trace: FILE}`  -> $OUT/traces/<gpu>-<m>-b<b>.json
 # <gpu> comes from torch's device name: h200, h100-sxm-80gb, h100-pcie-80gb, ...
 # The file stems are the profile names: copied to calibrate/profiles/ and
 # calibrate/profiles/network/ they load as `profile: <gpu>-measured` and
@@ -54,6 +56,7 @@ PRECISIONS=${PRECISIONS:-fp32,tf32,amp,amp_bf16}
 FULL_MAX_S=${FULL_MAX_S:-100000}
 ANCHORS_S=${ANCHORS_S:-0}
 ANCHORS_ARGS=${ANCHORS_ARGS:-}
+TRACES=${TRACES-$CHECKS}
 QUICK=${QUICK:-1}
 WHEELS=${WHEELS:-.whl}
 export PYTHONUNBUFFERED=1
@@ -145,7 +148,17 @@ EOF
             done
         done
     fi
-    ls -la "$OUT" "$OUT/network"
+
+    # 5. one trace per model (calibrate.trace: warm-up, then profiled steps)
+    mkdir -p "$OUT/traces"
+    for c in $TRACES; do
+        m=${c%%:*} b=${c##*:}
+        left=$((DEADLINE - SECONDS))
+        [ "$left" -gt 15 ] || { echo "trace $c: skipped, $left s left"; continue; }
+        timeout -k 5 "$left" "$PYTHON" -m calibrate.trace --model "$m" --batch "$b" \
+            --device "$DEVICE" --out "$OUT/traces/$GPU-$m-b$b.json"
+    done
+    ls -la "$OUT" "$OUT/network" "$OUT/traces"
     echo "done; elapsed ${SECONDS} s"
 }
 

@@ -117,15 +117,29 @@ class Trainer:
     """Model, data and the pieces every pattern shares."""
 
     def __init__(self, cfg: dict[str, Any], world: World, device: torch.device) -> None:
-        build, side = MODELS[cfg["model"]]
         torch.manual_seed(cfg["seed"])  # same initial model everywhere
-        self.model = build(10).to(device)
+        if cfg.get("module") is None and cfg["model"] in MODELS:
+            build, side = MODELS[cfg["model"]]
+            self.model = build(10).to(device)
+            shape: tuple[int, ...] = (3, side, side)
+        else:  # as calibrate.trace builds it, so a traced model runs live
+            from calibrate.trace import build_module
+
+            module, _ = build_module(cfg.get("model"), cfg.get("module"), 10)
+            self.model = module.to(device)
+            shape = tuple(cfg["input_shape"])
         self.params = [p for p in self.model.parameters() if p.requires_grad]
         self.opt = torch.optim.SGD(self.params, lr=0.01, momentum=0.9)
         gen = torch.Generator().manual_seed(cfg["seed"] * 1000 + world.rank)
         b = cfg["batch"]
-        self.x = torch.randn(b, 3, side, side, generator=gen).to(device)
-        self.y = torch.randint(0, 10, (b,), generator=gen).to(device)
+        tokens = cfg.get("tokens", 0)
+        if tokens:
+            self.x = torch.randint(0, tokens, (b, *shape), generator=gen).to(device)
+        else:
+            self.x = torch.randn(b, *shape, generator=gen).to(device)
+        with torch.no_grad():
+            out_shape = self.model(self.x).shape
+        self.y = torch.randint(0, out_shape[-1], out_shape[:-1], generator=gen).to(device)
         self.loss = nn.CrossEntropyLoss()
         self.world = world
         self.cfg = cfg
@@ -139,7 +153,8 @@ class Trainer:
         self.opt.zero_grad(set_to_none=False)
 
         def fwd():
-            out = self.loss(self.model(self.x), self.y)
+            y = self.model(self.x)
+            out = self.loss(y.reshape(-1, y.shape[-1]), self.y.reshape(-1))
             self.sync()
             return out
 
@@ -561,7 +576,15 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument(
         "--patterns", default=",".join(PATTERNS), help="comma list of " + ", ".join(PATTERNS)
     )
-    p.add_argument("--model", default="resnet18-cifar", choices=sorted(MODELS))
+    p.add_argument(
+        "--model",
+        default=None,
+        help=f"{', '.join(sorted(MODELS))} (default resnet18-cifar), a ResNet of "
+        "calibrate.models, or torchvision:NAME (as calibrate.trace)",
+    )
+    p.add_argument("--module", help="PKG.MODULE:FUNCTION returning an nn.Module")
+    p.add_argument("--input-shape", help="per-sample input shape for --model/--module models")
+    p.add_argument("--tokens", type=int, default=0, help="integer inputs below this vocab")
     p.add_argument("--batch", type=int, default=8)
     p.add_argument("--iterations", type=int, default=3)
     p.add_argument("--warmup", type=int, default=1)
@@ -595,9 +618,26 @@ def main(argv=None) -> int:
             file=sys.stderr,
         )
         return 2
+    if a.model is not None and a.module is not None:
+        print("calibrate.live: give --model or --module, not both", file=sys.stderr)
+        return 2
+    model = a.model or (None if a.module else "resnet18-cifar")
+    shape: list[int] = []
+    if a.module is not None or model not in MODELS:
+        from calibrate.trace import ModelSpecError, _shape, build_module, default_input_shape
+
+        try:
+            build_module(model, a.module, 10)  # fail here, not in every worker
+            shape = list(_shape(a.input_shape) if a.input_shape else default_input_shape(model))
+        except (ModelSpecError, argparse.ArgumentTypeError) as exc:
+            print(f"calibrate.live: {exc}", file=sys.stderr)
+            return 2
     cfg = {
         "patterns": patterns,
-        "model": a.model,
+        "model": model,
+        "module": a.module,
+        "input_shape": shape,
+        "tokens": a.tokens,
         "batch": a.batch,
         "iterations": a.iterations,
         "warmup": a.warmup,

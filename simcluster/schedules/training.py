@@ -27,6 +27,7 @@ __all__ = [
     "selected",
     "Bucket",
     "GradTensor",
+    "backward_order",
     "grad_tensors",
     "group_tensors",
     "forward_backward",
@@ -83,10 +84,17 @@ class Bucket:
         return self.numel * dtype_bytes
 
 
+def backward_order(model) -> tuple[int, ...]:
+    """Layer indices in the order backward reaches them: reverse forward order, or the
+    order measured in a trace (``model.backward_order``, a trace workload's)."""
+    measured = getattr(model, "backward_order", ())
+    return tuple(measured) if measured else tuple(range(len(model.layers) - 1, -1, -1))
+
+
 def grad_tensors(model) -> list[GradTensor]:
     """Every parameter tensor's gradient in the order backward produces them."""
     out: list[GradTensor] = []
-    for i in range(len(model.layers) - 1, -1, -1):
+    for i in backward_order(model):
         for numel in reversed(model.layers[i].param_tensors):
             out.append(GradTensor(i, numel, len(out)))
     return out
@@ -141,7 +149,7 @@ def tensor_backward_times(
     by_layer: dict[int, list[GradTensor]] = {}
     for t in tensors:
         by_layer.setdefault(t.layer, []).append(t)
-    for i in range(len(model.layers) - 1, -1, -1):
+    for i in backward_order(model):
         pending += layer_backward_time(profile, model.layers[i], i, batch, precision)
         if i in by_layer:
             owned = by_layer[i]
@@ -169,7 +177,7 @@ def forward_backward(
         prog.add(compute(f"{prefix}fwd.{i}", t, "forward", deps if first else ()))
         first = False
     ready: dict[int, str] = {}
-    for i in range(len(model.layers) - 1, -1, -1):
+    for i in backward_order(model):
         layer = model.layers[i]
         t = layer_backward_time(profile, layer, i, batch, precision)
         op = prog.add(compute(f"{prefix}bwd.{i}", t, "backward"))

@@ -344,6 +344,10 @@ def validate_live(path: str | Path, workdir: str | Path, profile: str | None = N
     sim = Simulation.for_topology(str(topo), world, str(net), "maxmin", nodes=int(cfg["nodes"]))
     engine, netp = sim.engine, sim.network_profile
     dev = _find_cpu_profile(data.get("machine", {}), profile)
+    from simcluster.workload import list_models
+
+    if cfg.get("module") or cfg.get("model") not in list_models():
+        dev = None  # a model of the user's own (calibrate.live --module): nothing to predict
     compute = _predicted_compute(dev, cfg["model"], int(cfg["batch"])) if dev else None
     device_text = (
         f"{dev.describe()}: forward, backward, optimizer predicted"

@@ -47,9 +47,13 @@ __all__ = [
     "VIT_CONFIGS",
     "BERT_CONFIGS",
     "GPT2_CONFIGS",
+    "BERT_HEADS",
     "vit_layers",
     "bert_layers",
     "gpt2_layers",
+    "vit_from",
+    "bert_from",
+    "gpt_from",
 ]
 
 
@@ -152,14 +156,16 @@ def _post_norm_block(t: Tape, prefix: str, cfg: TransformerConfig, seq: int) -> 
     _add_norm(t, f"{prefix}output", d, seq)
 
 
-def vit_layers(variant: str, input_size: int, num_classes: int) -> tuple[Layer, ...]:
-    """Layer table of ViT-``variant`` (``b16``, ``l16``) on ``input_size``-pixel images."""
-    cfg = VIT_CONFIGS[variant]
-    if input_size % VIT_PATCH:
-        raise ShapeError(f"image side must be a multiple of the patch size {VIT_PATCH}")
+def vit_from(
+    cfg: TransformerConfig, patch: int, input_size: int, num_classes: int
+) -> tuple[Layer, ...]:
+    """Layer table of a ViT of shape ``cfg`` with ``patch`` x ``patch`` patches on
+    ``input_size``-pixel images (``input_size`` a multiple of ``patch``)."""
+    if input_size % patch:
+        raise ShapeError(f"image side must be a multiple of the patch size {patch}")
     t = Tape()
-    x = t.push(conv2d("conv_proj", FMap(3, input_size, input_size), cfg.dim, VIT_PATCH,
-                      VIT_PATCH, bias=True))  # fmt: skip
+    x = t.push(conv2d("conv_proj", FMap(3, input_size, input_size), cfg.dim, patch, patch,
+                      bias=True))  # fmt: skip
     seq = x.h * x.w + 1
     t.add(embedding("class_token", 1, cfg.dim, 1))
     t.add(embedding("encoder.pos_embedding", seq, cfg.dim, seq))
@@ -172,9 +178,67 @@ def vit_layers(variant: str, input_size: int, num_classes: int) -> tuple[Layer, 
     return tuple(t.layers)
 
 
+def vit_layers(variant: str, input_size: int, num_classes: int) -> tuple[Layer, ...]:
+    """Layer table of ViT-``variant`` (``b16``, ``l16``) on ``input_size``-pixel images."""
+    return vit_from(VIT_CONFIGS[variant], VIT_PATCH, input_size, num_classes)
+
+
 def _check_seq(seq: int, limit: int) -> None:
     if seq > limit:
         raise ShapeError(f"sequence length {seq} exceeds the {limit} position embeddings")
+
+
+#: BERT output heads: ``pooler`` (the zoo's: pooler only), ``pretraining`` (pooler + MLM
+#: head with its transform and a decoder tied to the word embeddings + NSP classifier),
+#: ``none`` (the bare encoder).
+BERT_HEADS = ("pooler", "pretraining", "none")
+
+
+def bert_from(
+    cfg: TransformerConfig,
+    seq: int,
+    vocab: int,
+    positions: int = BERT_MAX_POSITIONS,
+    heads_out: str = "pooler",
+) -> tuple[Layer, ...]:
+    """Layer table of a BERT encoder of shape ``cfg`` on ``seq``-token sequences.
+
+    ``vocab`` is the word-piece vocabulary, ``positions`` the rows of the position table;
+    ``heads_out`` one of :data:`BERT_HEADS`.
+    """
+    if heads_out not in BERT_HEADS:
+        raise ValueError(f"heads_out must be one of {BERT_HEADS}, got {heads_out!r}")
+    d = cfg.dim
+    _check_seq(seq, positions)
+    t = Tape()
+    t.add(embedding("embeddings.word_embeddings", vocab, d, seq))
+    t.add(embedding("embeddings.position_embeddings", positions, d, seq))
+    t.add(embedding("embeddings.token_type_embeddings", BERT_TOKEN_TYPES, d, seq))
+    t.add(elementwise("embeddings.add", seq * d, "add", 3))
+    t.add(layernorm("embeddings.LayerNorm", d, seq))
+    t.add(elementwise("embeddings.dropout", seq * d, "dropout"))
+    for i in range(cfg.depth):
+        _post_norm_block(t, f"encoder.layer.{i}.", cfg, seq)
+    if heads_out in ("pooler", "pretraining"):
+        t.add(linear("pooler.dense", d, d, 1))
+        t.add(elementwise("pooler.activation", d, "tanh"))
+    if heads_out == "pretraining":
+        # MLM: transform (dense, GELU, LayerNorm) then the decoder tied to the word
+        # embeddings plus its own vocabulary bias; NSP: a 2-way linear on the pooled token.
+        p = "cls.predictions."
+        t.add(linear(p + "transform.dense", d, d, seq))
+        t.add(elementwise(p + "transform.act", seq * d, "gelu"))
+        t.add(layernorm(p + "transform.LayerNorm", d, seq))
+        t.add(tied_linear(p + "decoder", d, vocab, seq))
+        t.add(_with_tensors(elementwise(p + "bias", seq * vocab, "add", 2), (vocab,)))
+        t.add(linear("cls.seq_relationship", d, 2, 1))
+    return tuple(t.layers)
+
+
+def _with_tensors(layer: Layer, tensors: tuple[int, ...]) -> Layer:
+    """``layer`` owning trainable tensors ``tensors`` (a bias add that has its own bias)."""
+    return Layer(layer.name, layer.op, sum(tensors), tensors, layer.flops, layer.in_elems,
+                 layer.out_elems, layer.shape)  # fmt: skip
 
 
 def bert_layers(variant: str, input_size: int, num_classes: int) -> tuple[Layer, ...]:
@@ -182,20 +246,28 @@ def bert_layers(variant: str, input_size: int, num_classes: int) -> tuple[Layer,
 
     ``num_classes`` is the word-piece vocabulary size.
     """
-    cfg = BERT_CONFIGS[variant]
-    seq, d = input_size, cfg.dim
-    _check_seq(seq, BERT_MAX_POSITIONS)
+    return bert_from(BERT_CONFIGS[variant], input_size, num_classes)
+
+
+def gpt_from(
+    cfg: TransformerConfig, seq: int, vocab: int, positions: int = GPT2_MAX_POSITIONS
+) -> tuple[Layer, ...]:
+    """Layer table of a GPT-2-style decoder of shape ``cfg`` on ``seq``-token sequences.
+
+    ``vocab`` is the BPE vocabulary (the tied LM head's output width), ``positions`` the
+    rows of the learned position table.
+    """
+    d = cfg.dim
+    _check_seq(seq, positions)
     t = Tape()
-    t.add(embedding("embeddings.word_embeddings", num_classes, d, seq))
-    t.add(embedding("embeddings.position_embeddings", BERT_MAX_POSITIONS, d, seq))
-    t.add(embedding("embeddings.token_type_embeddings", BERT_TOKEN_TYPES, d, seq))
-    t.add(elementwise("embeddings.add", seq * d, "add", 3))
-    t.add(layernorm("embeddings.LayerNorm", d, seq))
-    t.add(elementwise("embeddings.dropout", seq * d, "dropout"))
+    t.add(embedding("transformer.wte", vocab, d, seq))
+    t.add(embedding("transformer.wpe", positions, d, seq))
+    t.add(elementwise("transformer.add", seq * d, "add", 2))
+    t.add(elementwise("transformer.drop", seq * d, "dropout"))
     for i in range(cfg.depth):
-        _post_norm_block(t, f"encoder.layer.{i}.", cfg, seq)
-    t.add(linear("pooler.dense", d, d, 1))
-    t.add(elementwise("pooler.activation", d, "tanh"))
+        _pre_norm_block(t, f"transformer.h.{i}.", _GPT2_NAMES, cfg, seq, True)
+    t.add(layernorm("transformer.ln_f", d, seq))
+    t.add(tied_linear("lm_head", d, vocab, seq))
     return tuple(t.layers)
 
 
@@ -204,16 +276,4 @@ def gpt2_layers(variant: str, input_size: int, num_classes: int) -> tuple[Layer,
 
     ``num_classes`` is the BPE vocabulary size (the tied LM head's output width).
     """
-    cfg = GPT2_CONFIGS[variant]
-    seq, d = input_size, cfg.dim
-    _check_seq(seq, GPT2_MAX_POSITIONS)
-    t = Tape()
-    t.add(embedding("transformer.wte", num_classes, d, seq))
-    t.add(embedding("transformer.wpe", GPT2_MAX_POSITIONS, d, seq))
-    t.add(elementwise("transformer.add", seq * d, "add", 2))
-    t.add(elementwise("transformer.drop", seq * d, "dropout"))
-    for i in range(cfg.depth):
-        _pre_norm_block(t, f"transformer.h.{i}.", _GPT2_NAMES, cfg, seq, True)
-    t.add(layernorm("transformer.ln_f", d, seq))
-    t.add(tied_linear("lm_head", d, num_classes, seq))
-    return tuple(t.layers)
+    return gpt_from(GPT2_CONFIGS[variant], input_size, num_classes)

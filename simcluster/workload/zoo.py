@@ -19,17 +19,15 @@ from types import MappingProxyType
 from typing import Any, NamedTuple
 
 from ..errors import ConfigError, UnknownNameError
+from .families import build_family, check_family, preset_layers
 from .lstm import lstm_lm_layers
 from .model import Layer, Model, ShapeError
-from .resnet import RESNET_DEPTHS, resnet_layers
+from .resnet import RESNET_DEPTHS
 from .shufflenet import shufflenet_v2_layers
 from .transformer import (
     BERT_MAX_POSITIONS,
     GPT2_MAX_POSITIONS,
     VIT_PATCH,
-    bert_layers,
-    gpt2_layers,
-    vit_layers,
 )
 from .vgg import vgg_layers
 
@@ -58,16 +56,16 @@ def _registry() -> dict[str, ModelSpec]:
     reg: dict[str, ModelSpec] = {}
     for depth in RESNET_DEPTHS:
         reg[f"resnet{depth}"] = ModelSpec(
-            partial(resnet_layers, depth, stem="imagenet"), 224, IMAGENET_CLASSES,
+            partial(preset_layers, f"resnet{depth}"), 224, IMAGENET_CLASSES,
             f"ResNet-{depth}, ImageNet stem (7x7/2 conv + max pool)",
         )  # fmt: skip
     for depth in RESNET_DEPTHS:
         reg[f"resnet{depth}-cifar"] = ModelSpec(
-            partial(resnet_layers, depth, stem="cifar"), 32, CIFAR_CLASSES,
+            partial(preset_layers, f"resnet{depth}-cifar"), 32, CIFAR_CLASSES,
             f"ResNet-{depth}, CIFAR stem (3x3/1 conv, no max pool)",
         )  # fmt: skip
     reg["wide_resnet50_2"] = ModelSpec(
-        partial(resnet_layers, 50, width_per_group=128), 224, IMAGENET_CLASSES,
+        partial(preset_layers, "wide_resnet50_2"), 224, IMAGENET_CLASSES,
         "Wide ResNet-50-2 (bottleneck width x2), ImageNet stem",
     )  # fmt: skip
     for depth in (16, 19):
@@ -81,16 +79,16 @@ def _registry() -> dict[str, ModelSpec]:
     )  # fmt: skip
     for v, label in (("b16", "B/16"), ("l16", "L/16")):
         reg[f"vit_{v}"] = ModelSpec(
-            partial(vit_layers, v), 224, IMAGENET_CLASSES, f"Vision Transformer {label}"
+            partial(preset_layers, f"vit_{v}"), 224, IMAGENET_CLASSES, f"Vision Transformer {label}"
         )
     for v in ("base", "large"):
         reg[f"bert_{v}"] = ModelSpec(
-            partial(bert_layers, v), 128, BERT_VOCAB,
+            partial(preset_layers, f"bert_{v}"), 128, BERT_VOCAB,
             f"BERT-{v} encoder with pooler, no MLM head (input: sequence length)",
         )  # fmt: skip
     for v, label in (("large", "large (774M)"), ("xl", "XL (1.5B)")):
         reg[f"gpt2_{v}"] = ModelSpec(
-            partial(gpt2_layers, v), GPT2_MAX_POSITIONS, GPT2_VOCAB,
+            partial(preset_layers, f"gpt2_{v}"), GPT2_MAX_POSITIONS, GPT2_VOCAB,
             f"GPT-2 {label} with tied LM head (input: sequence length)",
         )  # fmt: skip
     reg["lstm"] = ModelSpec(
@@ -136,13 +134,19 @@ def _positive_int(value: Any, path: str, allowed: str) -> int:
     return number
 
 
-def build_model(name: str, input_size: int | None = None, num_classes: int | None = None) -> Model:
+def build_model(
+    name: str | Mapping[str, Any], input_size: int | None = None, num_classes: int | None = None
+) -> Model:
     """Build (or fetch from cache) the layer table of registered model ``name``.
 
+    ``name`` is a zoo name or a family mapping (:mod:`simcluster.workload.families`).
     ``input_size`` (pixels or tokens) and ``num_classes`` default to the registry's values.
     Raises :class:`~simcluster.errors.UnknownNameError` for an unknown name and
-    :class:`~simcluster.errors.ConfigError` for an invalid ``input_size`` or ``num_classes``.
+    :class:`~simcluster.errors.ConfigError` for an invalid ``input_size`` or ``num_classes``
+    or mapping field.
     """
+    if isinstance(name, Mapping):
+        return _build_checked(tuple(check_family(name, input_size, num_classes).items()))
     key = name.strip().lower() if isinstance(name, str) else name
     if key not in MODELS:
         raise UnknownNameError("model", str(name), list_models(), path="workload.model")
@@ -165,3 +169,9 @@ def _build(name: str, input_size: int, num_classes: int) -> Model:
             input_size_rule(name),
         ) from None  # fmt: skip
     return Model(name, input_size, num_classes, layers)
+
+
+@lru_cache(maxsize=256)
+def _build_checked(items: tuple[tuple[str, Any], ...]) -> Model:
+    label, size, classes, layers = build_family(dict(items), None, None)
+    return Model(label, size, classes, layers)

@@ -1,0 +1,321 @@
+"""Record a PyTorch trace of one training iteration for ``workload: {trace: FILE}``.
+
+::
+
+    python -m calibrate.trace --model resnet18-cifar --batch 16 --device cpu --out t.json
+    python -m calibrate.trace --model torchvision:resnet50 --batch 32 --device cuda --out t.json
+    python -m calibrate.trace --module my_pkg.models:build_model --input-shape 3,32,32 \\
+        --batch 16 --out t.json
+
+The model is one of:
+
+* ``--model NAME``: a ResNet of the zoo built by :mod:`calibrate.models` (``resnet18``,
+  ``resnet50-cifar``, ``wide_resnet50_2``, ...) or ``torchvision:NAME`` (needs the
+  optional torchvision package, a release that matches the installed torch);
+* ``--module PKG.MOD:FUNC``: ``FUNC()`` (or ``FUNC(num_classes)`` when it takes it)
+  returns the user's ``nn.Module``.
+
+One step is: ``zero_grad``, forward on a random batch (``--input-shape`` per sample,
+float; ``--tokens VOCAB`` for integer token inputs), cross-entropy against random
+labels (an output of shape ``(N, ..., C)`` is flattened to ``(N*..., C)``),
+``backward``, SGD with momentum 0.9 (as ``calibrate.live`` trains). ``--warmup`` steps
+run first, unprofiled; then one step runs under ``torch.profiler.profile(record_shapes=
+True)`` and is written with ``export_chrome_trace``; each leaf module's forward is marked
+``record_function("module:NAME")`` so layers carry module names. ``--et FILE`` also writes the
+matching execution trace (``ExecutionTraceObserver``). The trace gets a ``simcluster``
+header (model, batch, device, precision, threads, torch version, command, date).
+
+``--timed N`` instead runs ``--warmup`` + N unprofiled steps and writes the seconds of
+each and their median (the reference a replayed trace is checked against).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import importlib
+import inspect
+import json
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn as nn
+
+__all__ = ["build_module", "Step", "main"]
+
+SCHEMA = "simcluster-trace/1"
+
+
+class ModelSpecError(ValueError):
+    """A ``--model`` / ``--module`` that cannot be built (message says why)."""
+
+
+def _torchvision(name: str, num_classes: int) -> nn.Module:
+    try:
+        tv_models = importlib.import_module("torchvision.models")
+    except Exception as exc:  # ImportError, or a torchvision built for another torch
+        raise ModelSpecError(
+            f"--model torchvision:{name} needs torchvision, which is not importable here "
+            f"({type(exc).__name__}: {exc}). Install a torchvision release built for torch "
+            f"{torch.__version__}, or build the model yourself and pass "
+            "--module your_pkg.your_mod:build_model"
+        ) from None
+    try:
+        return tv_models.get_model(name, weights=None, num_classes=num_classes)
+    except (ValueError, KeyError) as exc:
+        known = ", ".join(sorted(tv_models.list_models())[:20])
+        raise ModelSpecError(f"torchvision has no model {name!r} ({exc}); some: {known}") from None
+
+
+def _from_module(spec: str, num_classes: int) -> nn.Module:
+    if ":" not in spec:
+        raise ModelSpecError(f"--module {spec!r}: write PACKAGE.MODULE:FUNCTION")
+    mod_name, func_name = spec.split(":", 1)
+    try:
+        mod = importlib.import_module(mod_name)
+    except ImportError as exc:
+        raise ModelSpecError(f"--module {spec!r}: cannot import {mod_name!r} ({exc})") from None
+    func = getattr(mod, func_name, None)
+    if not callable(func):
+        raise ModelSpecError(f"--module {spec!r}: {mod_name} has no function {func_name!r}")
+    params = inspect.signature(func).parameters
+    model = func(num_classes) if params else func()
+    if not isinstance(model, nn.Module):
+        raise ModelSpecError(f"--module {spec!r}: returned {type(model).__name__}, not nn.Module")
+    return model
+
+
+def build_module(
+    model: str | None, module: str | None, num_classes: int = 10
+) -> tuple[nn.Module, str]:
+    """``(nn.Module, description)`` for ``--model NAME`` or ``--module PKG.MOD:FUNC``."""
+    if (model is None) == (module is None):
+        raise ModelSpecError("give exactly one of --model and --module")
+    if module is not None:
+        return _from_module(module, num_classes), f"module {module}"
+    assert model is not None
+    if model.startswith("torchvision:"):
+        return _torchvision(model.split(":", 1)[1], num_classes), model
+    from calibrate.models import torch_model
+
+    try:
+        return torch_model(model, num_classes), model
+    except ValueError as exc:
+        raise ModelSpecError(
+            f"--model {model!r}: {exc}; or torchvision:NAME, or --module PKG.MOD:FUNC"
+        ) from None
+
+
+def default_input_shape(model: str | None) -> tuple[int, ...]:
+    """Per-sample input shape when none is given: the zoo's image side for its ResNets."""
+    if model and not model.startswith("torchvision:"):
+        from simcluster.workload.zoo import MODELS
+
+        spec = MODELS.get(model.strip().lower())
+        if spec is not None:
+            return (3, spec.default_input_size, spec.default_input_size)
+    return (3, 224, 224)
+
+
+class Step:
+    """One training step of ``module`` on a fixed random batch (same as calibrate.live)."""
+
+    def __init__(
+        self,
+        module: nn.Module,
+        batch: int,
+        input_shape: tuple[int, ...],
+        device: torch.device,
+        tokens: int = 0,
+        seed: int = 0,
+    ) -> None:
+        torch.manual_seed(seed)
+        self.module = module.to(device).train()
+        self.opt = torch.optim.SGD(self.module.parameters(), lr=0.01, momentum=0.9)
+        gen = torch.Generator().manual_seed(seed)
+        if tokens:
+            self.x = torch.randint(0, tokens, (batch, *input_shape), generator=gen).to(device)
+        else:
+            self.x = torch.randn(batch, *input_shape, generator=gen).to(device)
+        with torch.no_grad():
+            out = self.module(self.x)
+        classes = out.shape[-1]
+        self.y = torch.randint(0, classes, out.shape[:-1], generator=gen).to(device)
+        self.loss = nn.CrossEntropyLoss()
+        self.device = device
+
+    def sync(self) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+
+    def __call__(self) -> None:
+        self.opt.zero_grad(set_to_none=False)
+        out = self.module(self.x)
+        loss = self.loss(out.reshape(-1, out.shape[-1]), self.y.reshape(-1))
+        loss.backward()
+        self.opt.step()
+        self.sync()
+
+
+def _device_name(device: torch.device) -> str:
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    return "cpu"
+
+
+def annotate_modules(module: nn.Module) -> list[Any]:
+    """Mark each leaf module's forward with ``record_function("module:NAME")`` so the
+    trace names layers after modules; returns the hook handles (``.remove()`` them)."""
+    from torch.autograd.profiler import record_function
+
+    handles: list[Any] = []
+    for name, sub in module.named_modules():
+        if not name or any(True for _ in sub.children()):
+            continue
+        open_: list[Any] = []
+
+        def pre(_m, _inp, name=name, open_=open_):
+            rf = record_function(f"module:{name}")
+            rf.__enter__()
+            open_.append(rf)
+
+        def post(_m, _inp, _out, open_=open_):
+            if open_:
+                open_.pop().__exit__(None, None, None)
+
+        handles += [sub.register_forward_pre_hook(pre), sub.register_forward_hook(post)]
+    return handles
+
+
+def record(step: Step, out: Path, et: Path | None, header: dict[str, Any], steps: int = 1) -> None:
+    """Profile ``steps`` steps and write their Kineto trace (+ header) to ``out``.
+
+    With more than one step each is marked ``ProfilerStep#k`` and the reader uses the
+    step of median total time. Leaf modules are marked (:func:`annotate_modules`).
+    """
+    from torch.profiler import ExecutionTraceObserver, ProfilerActivity, profile, schedule
+
+    acts = [ProfilerActivity.CPU]
+    if step.device.type == "cuda":
+        acts.append(ProfilerActivity.CUDA)
+    observer = ExecutionTraceObserver().register_callback(str(et)) if et else None
+    plan = schedule(wait=0, warmup=1, active=steps, repeat=1) if steps > 1 else None
+    handles = annotate_modules(step.module)
+    with profile(
+        activities=acts, record_shapes=True, execution_trace_observer=observer, schedule=plan
+    ) as prof:
+        for _ in range(steps + 1 if plan is not None else 1):
+            step()
+            if plan is not None:
+                prof.step()
+    for h in handles:
+        h.remove()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    prof.export_chrome_trace(str(out))
+    data = json.loads(out.read_text())
+    data["simcluster"] = header
+    out.write_text(json.dumps(data))
+
+
+def timed(step: Step, n: int) -> list[float]:
+    """Seconds of ``n`` unprofiled steps."""
+    out = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        step()
+        out.append(time.perf_counter() - t0)
+    return out
+
+
+def _shape(text: str) -> tuple[int, ...]:
+    try:
+        dims = tuple(int(x) for x in text.replace("x", ",").split(",") if x.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: comma-separated integers") from None
+    if not dims or min(dims) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: positive integers")
+    return dims
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m calibrate.trace", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--model", help="zoo ResNet name (calibrate.models) or torchvision:NAME")
+    src.add_argument("--module", help="PKG.MODULE:FUNCTION returning an nn.Module")
+    p.add_argument("--batch", type=int, required=True)
+    p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    p.add_argument("--input-shape", type=_shape, help="per sample, e.g. 3,32,32")
+    p.add_argument("--tokens", type=int, default=0, help="integer inputs below this vocab")
+    p.add_argument("--num-classes", type=int, default=10)
+    p.add_argument("--warmup", type=int, default=3, help="unprofiled steps first")
+    p.add_argument("--threads", type=int, default=1, help="torch threads (CPU)")
+    p.add_argument("--et", type=Path, help="also write the execution trace here")
+    p.add_argument("--steps", type=int, default=5,
+                   help="profiled steps (each layer: median over them)")  # fmt: skip
+    p.add_argument("--timed", type=int, default=0, help="no trace: time N unprofiled steps")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", type=Path, required=True)
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    a = parse_args(argv)
+    if a.batch < 1 or a.warmup < 0 or a.timed < 0 or a.threads < 1 or a.steps < 1:
+        print("calibrate.trace: --batch, --threads, --steps >= 1; --warmup, --timed >= 0",
+              file=sys.stderr)  # fmt: skip
+        return 2
+    if a.device == "cuda" and not torch.cuda.is_available():
+        print("calibrate.trace: --device cuda but torch sees no GPU", file=sys.stderr)
+        return 2
+    torch.set_num_threads(a.threads)
+    try:
+        module, what = build_module(a.model, a.module, a.num_classes)
+    except ModelSpecError as exc:
+        print(f"calibrate.trace: {exc}", file=sys.stderr)
+        return 2
+    shape = a.input_shape or default_input_shape(a.model)
+    device = torch.device("cuda" if a.device == "cuda" else "cpu")
+    step = Step(module, a.batch, shape, device, a.tokens, a.seed)
+    for _ in range(a.warmup):
+        step()
+    header = {
+        "schema": SCHEMA,
+        "model": what,
+        "batch": a.batch,
+        "input_shape": "x".join(map(str, shape)),
+        "input_size": shape[-1],
+        "num_classes": a.num_classes,
+        "tokens": a.tokens,
+        "device": _device_name(device),
+        "precision": "fp32",
+        "threads": a.threads if device.type == "cpu" else 0,
+        "warmup": a.warmup,
+        "steps": a.steps,
+        "parameters": sum(p.numel() for p in module.parameters() if p.requires_grad),
+        "torch": torch.__version__,
+        "host": platform.node(),
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "command": "python -m calibrate.trace " + " ".join(sys.argv[1:] if argv is None else argv),
+    }
+    if a.timed:
+        secs = timed(step, a.timed)
+        a.out.parent.mkdir(parents=True, exist_ok=True)
+        a.out.write_text(json.dumps(
+            {**header, "schema": "simcluster-timed/1", "iterations_s": secs,
+             "median_s": statistics.median(secs)}, indent=1) + "\n")  # fmt: skip
+        print(f"calibrate.trace: {a.timed} steps, median {statistics.median(secs) * 1e3:.2f} ms; "
+              f"wrote {a.out}")  # fmt: skip
+        return 0
+    record(step, a.out, a.et, header, a.steps)
+    print(f"calibrate.trace: wrote {a.out}" + (f" and {a.et}" if a.et else ""))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
