@@ -157,6 +157,16 @@ def cmd_list(args: argparse.Namespace) -> int:
     for s in list_schedules():
         print(f"  {s:<18} {SCHEDULES[s].summary}")
     print("scenarios:\n  " + ", ".join(list_scenarios()))
+    from simcluster.collectives import ALGORITHMS
+    from simcluster.network import BACKENDS
+    from simcluster.topology.builders import FABRICS, NODE_BUILDERS
+
+    print("collective algorithms (schedule options; auto picks):")
+    for op, algos in ALGORITHMS.items():
+        print(f"  {op:<18} {', '.join(algos)}")
+    print("network models:\n  " + ", ".join(BACKENDS))
+    print("node templates:\n  " + ", ".join(NODE_BUILDERS))
+    print("fabrics:\n  " + ", ".join(FABRICS))
     return 0
 
 

@@ -163,3 +163,20 @@ def test_layering_command_runs() -> None:
 def test_a_missing_references_folder_is_an_error(tmp_path, capsys) -> None:
     assert main(["validate", "--references", str(tmp_path / "none"), "--no-plot"]) == 2
     assert "--references: no such folder" in capsys.readouterr().err
+
+
+def test_list_shows_data_and_registries(capsys) -> None:
+    assert main(["list"]) == 0
+    out = capsys.readouterr().out
+    for section, one in [
+        ("topologies:", "puhti"),
+        ("device profiles:", "v100-sxm2-32gb"),
+        ("network profiles:", "nccl-spec"),
+        ("scenarios:", "puhti64"),
+        ("network models:", "closed-form"),
+        ("node templates:", "nvswitch"),
+        ("fabrics:", "fat_tree"),
+    ]:
+        after = out.split(section, 1)[1]
+        assert one in after.splitlines()[1], section
+    assert "halving-doubling" in out
