@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from simcluster.cli import main
 from simcluster.errors import ConfigError
@@ -322,3 +324,22 @@ def test_transform_range_and_dropped_cases_in_a_run(tmp_path, tiny_scenario):
     text = case_table(list(res.values()))
     assert "in range" in text and "gone (2): dropped: unit not stated" in text
     assert "dropped" in summary_table(list(res.values()))
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    lo=st.floats(0.01, 100),
+    width=st.floats(0, 100),
+    pred=st.floats(-1000, 1000),
+)
+def test_range_error_is_zero_inside_and_grows_outside(lo, width, pred):
+    from simcluster.validation.metrics import relative_error
+
+    hi = lo + width
+    err = relative_error(pred, lo, (lo, hi))
+    if lo <= pred <= hi:
+        assert err == 0.0
+    else:
+        assert (err < 0) == (pred < lo) and err != 0
+        # never larger than the error against either bound taken alone
+        assert abs(err) <= max(abs(relative_error(pred, lo)), abs(relative_error(pred, hi)))
