@@ -110,3 +110,19 @@ def test_protocol_choice_shows_in_trace_breakdown():
     labels = trace.by_algorithm()
     assert "ring/LL" in labels and "ring/Simple" in labels
     assert sum(labels.values()) == pytest.approx(trace.end_time)
+
+
+@pytest.mark.parametrize("protocol", ["auto", "LL", "LL128", "Simple"])
+def test_every_algorithm_lowers_under_every_protocol(protocol):
+    from simcluster.collectives import ALGORITHMS
+
+    ctx = _ctx("dgx1-v100", 2)
+    g = tuple(range(16))
+    for op, algs in ALGORITHMS.items():
+        groups = (g,) if op != "p2p" else ((0, 15), (3, 9))
+        for a in algs:
+            name, phases = lower(ctx, CollectiveCall(op, groups, 1e6, a, protocol=protocol))
+            assert name.startswith(a + "/")
+            assert protocol == "auto" or name.endswith("/" + protocol)
+            small = estimate_phases(ctx, lower(ctx, CollectiveCall(op, groups, 8.0, a))[1])
+            assert 0 < small <= estimate_phases(ctx, phases)
