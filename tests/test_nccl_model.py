@@ -110,3 +110,41 @@ def test_protocol_choice_shows_in_trace_breakdown():
     labels = trace.by_algorithm()
     assert "ring/LL" in labels and "ring/Simple" in labels
     assert sum(labels.values()) == pytest.approx(trace.end_time)
+
+
+@pytest.mark.parametrize("protocol", ["auto", "LL", "LL128", "Simple"])
+def test_every_algorithm_lowers_under_every_protocol(protocol):
+    from simcluster.collectives import ALGORITHMS
+
+    ctx = _ctx("dgx1-v100", 2)
+    g = tuple(range(16))
+    for op, algs in ALGORITHMS.items():
+        groups = (g,) if op != "p2p" else ((0, 15), (3, 9))
+        for a in algs:
+            name, phases = lower(ctx, CollectiveCall(op, groups, 1e6, a, protocol=protocol))
+            assert name.startswith(a + "/")
+            assert protocol == "auto" or name.endswith("/" + protocol)
+            small = estimate_phases(ctx, lower(ctx, CollectiveCall(op, groups, 8.0, a))[1])
+            assert 0 < small <= estimate_phases(ctx, phases)
+
+
+def test_odd_node_count_rings_stay_on_rails_through_pxn():
+    """3 DGX A100 (one NIC per GPU): the wrap-around hop of each ring changes
+    rail; NCCL's PXN relays it over NVSwitch, so busbw stays near 2 nodes'."""
+    ctx = _ctx("dgx-a100", 3)
+    c = ctx.cluster
+    group = (tuple(range(c.num_ranks)),)
+    _, phases = lower(
+        ctx, CollectiveCall("allreduce", group, float(1 << 30), "ring", protocol="Simple")
+    )
+    t3 = estimate_phases(ctx, phases)
+    ctx2 = _ctx("dgx-a100", 2)
+    group2 = (tuple(range(16)),)
+    _, phases2 = lower(
+        ctx2, CollectiveCall("allreduce", group2, float(1 << 30), "ring", protocol="Simple")
+    )
+    bus3 = (1 << 30) / t3 * 2 * 23 / 24
+    bus2 = (1 << 30) / estimate_phases(ctx2, phases2) * 2 * 15 / 16
+    assert bus3 > 0.9 * bus2
+    for links in [c.route(0, 8)]:  # plain routes are unchanged
+        assert links == ctx.cluster.route(0, 8)

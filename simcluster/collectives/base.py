@@ -59,6 +59,7 @@ class CommContext:
         #: effective capacity of each directed link, bytes/s
         self.capacity = np.asarray(cluster.link_bandwidth, dtype=np.float64) * factors
         self._alpha: dict[tuple[int, int], float] = {}
+        self._pxn: dict[tuple[int, int], tuple[int, ...]] = {}
         #: lowered collective shapes (per-unit-byte flow batches), see registry.lower
         self.shapes: dict[tuple, list] = {}
 
@@ -116,6 +117,35 @@ class CommContext:
         if ns != nd:
             return "net"
         return self._local_hop_class[ls][ld]
+
+    def pxn_route(self, src: int, dst: int) -> tuple[int, ...]:
+        """Route src -> dst on another node that stays on dst's NIC rail.
+
+        NCCL's PXN: when the two GPUs use NICs of different rails, the sender
+        hands the data over NVLink to the GPU of its node on the receiver's
+        rail, which sends it through its own NIC. Without such a GPU (or an
+        all-NVLink path to it) this is :meth:`Cluster.route`.
+        """
+        key = (src, dst)
+        hit = self._pxn.get(key)
+        if hit is not None:
+            return hit
+        c = self.cluster
+        t = getattr(c, "template", None)
+        R = c.ranks_per_node
+        hit = c.route(src, dst)
+        if t is not None and t.nics and src // R != dst // R:
+            ls, ld = src % R, dst % R
+            rail = t.rank_nic[ld]
+            if t.rank_nic[ls] != rail:
+                near = [
+                    x for x in range(R) if t.rank_nic[x] == rail and self._local_nvlink_only[ls, x]
+                ]
+                if near:
+                    relay = (src // R) * R + near[0]
+                    hit = c.route(src, relay) + c.route(relay, dst)
+        self._pxn[key] = hit
+        return hit
 
     @cached_property
     def inter_node_link(self) -> np.ndarray:

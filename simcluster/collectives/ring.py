@@ -16,6 +16,7 @@ import numpy as np
 
 from simcluster.collectives.base import CollectiveCall, CommContext, Phase
 from simcluster.collectives.channels import node_rings
+from simcluster.network.flow import FlowSpec
 
 __all__ = [
     "ring_orders",
@@ -130,10 +131,16 @@ def ring_phase(ctx: CommContext, group: tuple[int, ...], step_bytes: float, step
     flows = []
     for order in orders:
         if ctx.active is not None:
+            # NCCL as modelled by the protocols: rings cross nodes on one rail (PXN)
             latency = protocol_ring_latency(ctx, order, steps)
+            R = ctx.cluster.ranks_per_node
+            nbytes = share * steps
             for i, src in enumerate(order):
                 dst = order[(i + 1) % p]
-                flows.append(ctx.flow_with_latency(src, dst, share * steps, latency))
+                if src // R != dst // R:
+                    flows.append(FlowSpec(ctx.pxn_route(src, dst), nbytes, latency, src, dst))
+                else:
+                    flows.append(ctx.flow_with_latency(src, dst, nbytes, latency))
             continue
         for i, src in enumerate(order):
             dst = order[(i + 1) % p]
