@@ -40,8 +40,8 @@ SGD = {
 
 
 #: Table 1, N = 1024 / 4096: H-SGD actual values and the ratio rows; SGD = H-SGD / ratio
-#: (the copy lacks these SGD rows). At N/P <= 8 rows per rank (1024 at P >= 256, 4096
-#: at 512) the derived volumes fall below the message counts, which no partition can
+#: (the copy lacks these SGD rows). At the largest P (1024 at P >= 256, 4096 at 512;
+#: 2-8 rows per rank) the derived volumes fall below the message counts, which no partition can
 #: do (a message carries at least one word): rounding of 6 / 9 / 12-word figures, or
 #: something the paper does not say. Those sizes are left out here (see spmv.yaml).
 H_SGD = {
