@@ -471,7 +471,12 @@ def spmv_specs(sc) -> list[tuple[str, SpMVOptions]]:
 
 
 def _prefetch_job(options: dict, parts: int, seed: int) -> tuple[float, bool]:
-    part = partition_for(SpMVOptions.model_validate(options), parts, seed, status=False)[0]
+    import sys
+
+    # in a log, a long job says it is alive (a plain line every 30 s); on a terminal the
+    # parent's job line is the only one
+    status = not sys.stderr.isatty()
+    part = partition_for(SpMVOptions.model_validate(options), parts, seed, status=status)[0]
     return part.seconds, part.cached
 
 
