@@ -144,3 +144,19 @@ def test_compact_files_round_trip_any_owners(parts, layers, seed):
     assert got is not None
     assert all(np.array_equal(a, b) for a, b in zip(owners, got[0], strict=True))
     assert got[1] == [0.5] * layers and got[2] == [7] * layers
+
+
+def test_partition_status_logs_plain_lines_without_a_terminal(capsys):
+    from simcluster.partition.network import _StatusLine
+
+    line = _StatusLine(True, log_every=0.0)
+    line("partitioning x: layer 1/3")
+    line("partitioning x: layer 2/3")
+    line.clear()
+    assert capsys.readouterr().err.splitlines() == [
+        "partitioning x: layer 1/3",
+        "partitioning x: layer 2/3",
+    ]
+    quiet = _StatusLine(False, log_every=0.0)
+    quiet("nothing")
+    assert capsys.readouterr().err == ""

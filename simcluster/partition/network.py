@@ -189,16 +189,29 @@ def _save(path: Path, owners, phase_s, cut) -> None:
 
 
 class _StatusLine:
-    """One self-overwriting line on stderr while partitioning (TTY only)."""
+    """Progress while partitioning, on stderr.
 
-    def __init__(self, wanted: bool = True) -> None:
-        self.enabled = wanted and sys.stderr.isatty()
+    On a terminal: one self-overwriting line. Otherwise (a log, a worker process of
+    ``prefetch_partitions``): a plain line at most every ``log_every`` seconds, so
+    that a job of minutes shows it is alive; jobs shorter than that print nothing.
+    """
+
+    def __init__(self, wanted: bool = True, log_every: float = 30.0) -> None:
+        tty = sys.stderr.isatty()
+        self.enabled = wanted and tty
+        self.log = wanted and not tty
+        self.log_every = log_every
+        self.last = time.perf_counter()
         self.width = 0
 
     def __call__(self, text: str) -> None:
         if self.enabled:
             sys.stderr.write("\r" + text.ljust(self.width))
             self.width = len(text)
+            sys.stderr.flush()
+        elif self.log and time.perf_counter() - self.last >= self.log_every:
+            self.last = time.perf_counter()
+            sys.stderr.write(text + "\n")
             sys.stderr.flush()
 
     def clear(self) -> None:
@@ -224,7 +237,8 @@ def partition_network(
 ) -> NetworkPartition:
     """Partition every layer of ``net`` into ``parts`` (section-5 model, or random).
 
-    ``status``: show a one-line progress report on stderr when it is a terminal.
+    ``status``: progress on stderr (a self-overwriting line on a terminal, else a
+    plain line every 30 s; see :class:`_StatusLine`).
     """
     if backend not in BACKENDS:
         from simcluster.errors import UnknownNameError

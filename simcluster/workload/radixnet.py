@@ -46,9 +46,14 @@ What is checked, and what is assumed (issue 16):
   P follow from that within 5 % (tests/test_spmv_table1.py; one normalisation
   constant, see scenarios/references/spmv.yaml).
 - Not checked: the radix order inside a system and whether the challenge
-  files relabel neurons between layers; the random rows cannot see either, and
-  the paper's H-SGD figures (which could) are far from what KaHyPar finds on
-  this structure (an open gap, noted in the reference cases).
+  files relabel neurons between layers; the random rows cannot see either.
+  The paper's H-SGD figures could, and they disagree: the B = 16 product makes
+  every neuron one of 16 twins (same inputs), and merely placing twin groups
+  at random already gives a volume / message ratio of 0.09 / 0.14 against
+  random rows (N = 1024, P = 32), where the paper's PaToH partitions give
+  0.34 / 0.96 and KaHyPar 0.05 / 0.06. Either the networks the paper
+  partitioned had no such twins, or its partitioner did not use them; which,
+  the published material does not say (an open gap, noted in the cases).
 - ``permute`` relabels consistently (the rows of ``W^k`` and the columns of
   ``W^(k+1)`` alike), so no metric depends on it.
 """
