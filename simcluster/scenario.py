@@ -11,7 +11,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import Field, ValidationError
 
 from simcluster.errors import ConfigError, UserError
@@ -99,15 +98,11 @@ class Scenario(StrictModel):
 
 
 def _read_yaml(path: Path) -> Any:
-    if not path.is_file():
+    from simcluster.inputs import load_yaml
+
+    if not path.exists():
         raise UserError(f"{path}: no such scenario file")
-    try:
-        return yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "?"
-        problem = getattr(exc, "problem", None) or "cannot parse"
-        raise ConfigError(str(path), "<yaml>", where, f"not valid YAML: {problem}") from None
+    return load_yaml(path, "scenario file")
 
 
 def parse_scenario(data: Any, file: str | None = None) -> Scenario:

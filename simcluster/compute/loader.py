@@ -8,13 +8,13 @@ profiles, ``calibrate/profiles/network/*.json``).
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from simcluster.compute.profile import DeviceProfile, SpecProfile
 from simcluster.errors import ConfigError, UnknownNameError
+from simcluster.inputs import load_json
 from simcluster.paths import network_profiles_dir, profiles_dir
 
 __all__ = [
@@ -69,10 +69,7 @@ def _resolve(name_or_path: str, folder: Path, kind: str, known: list[str]) -> Pa
 
 
 def _read(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text())
-    except json.JSONDecodeError as exc:
-        raise ConfigError(str(path), "<root>", f"line {exc.lineno}", "not valid JSON") from None
+    data = load_json(path, "profile")
     if not isinstance(data, dict):
         raise ConfigError(str(path), "<root>", type(data).__name__, "a profile is a JSON object")
     version = data.get("schema_version")

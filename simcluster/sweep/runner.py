@@ -32,9 +32,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from simcluster.errors import ConfigError, UserError
+from simcluster.inputs import load_yaml, read_text
 from simcluster.sweep.overrides import (
     PointSpec,
     build_point,
@@ -154,7 +153,7 @@ class SweepResult:
 
 def read_points(path: Path) -> tuple[list[str], list[dict[str, str]]]:
     """Columns and rows of a points.csv; a line cut by a kill is dropped."""
-    text = path.read_text()
+    text = read_text(path, "points file")
     if not text.strip():
         return [], []
     complete = text if text.endswith("\n") else text[: text.rfind("\n") + 1]
@@ -191,12 +190,9 @@ def _expected_rows(sc) -> int:
 def load_base(scenario_path: str | Path) -> dict[str, Any]:
     """The scenario file as a mapping (checked as a whole by materialize later)."""
     p = Path(scenario_path)
-    if not p.is_file():
+    if not p.exists():
         raise UserError(f"{p}: no such scenario file")
-    try:
-        data = yaml.safe_load(p.read_text())
-    except yaml.YAMLError as exc:
-        raise ConfigError(str(p), "<yaml>", None, f"not valid YAML: {exc}") from None
+    data = load_yaml(p, "scenario file")
     if not isinstance(data, dict):
         raise ConfigError(str(p), "<root>", type(data).__name__, "a scenario is a mapping")
     # A relative topology/profile path is relative to where the command runs, as in `run`.

@@ -39,7 +39,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
 from simcluster.errors import ConfigError
@@ -239,17 +238,8 @@ def read_spec(path: str | Path) -> TopologySpec:
     """Read and validate one topology YAML file."""
     p = Path(path)
     file = str(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError(file, "<root>", file, "topology file not found") from None
-    except OSError as exc:
-        raise ConfigError(file, "<root>", file, f"cannot read file: {exc.strerror}") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "<root>"
-        problem = getattr(exc, "problem", None) or "invalid YAML"
-        raise ConfigError(file, where, None, f"YAML syntax error: {problem}") from None
-    return spec_from_dict(data, file)
+    from simcluster.inputs import load_yaml
+
+    if not p.exists():
+        raise ConfigError(file, "<root>", file, "topology file not found")
+    return spec_from_dict(load_yaml(p, "topology file"), file)

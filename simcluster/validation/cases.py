@@ -33,7 +33,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import Field, ValidationError, model_validator
 
 from simcluster.errors import ConfigError
@@ -149,12 +148,11 @@ def references_dir() -> Path:
 
 def load_reference_file(path: str | Path) -> ReferenceFile:
     p = Path(path)
-    try:
-        data = yaml.safe_load(p.read_text())
-    except FileNotFoundError:
-        raise ConfigError(str(p), "<root>", str(p), "reference file not found") from None
-    except yaml.YAMLError as exc:
-        raise ConfigError(str(p), "<yaml>", None, f"not valid YAML: {exc}") from None
+    from simcluster.inputs import load_yaml
+
+    if not p.exists():
+        raise ConfigError(str(p), "<root>", str(p), "reference file not found")
+    data = load_yaml(p, "reference file")
     if not isinstance(data, dict):
         raise ConfigError(str(p), "<root>", type(data).__name__, "a reference file is a mapping")
     if "file" in data:

@@ -156,12 +156,11 @@ def live_files(folder: Path) -> list[Path]:
 
 def _load(path: str | Path) -> dict[str, Any]:
     p = Path(path)
-    try:
-        data = json.loads(p.read_text())
-    except FileNotFoundError:
-        raise UserError(f"{p}: no such live-run file") from None
-    except json.JSONDecodeError as exc:
-        raise ConfigError(str(p), "<root>", f"line {exc.lineno}", "not valid JSON") from None
+    from simcluster.inputs import load_json
+
+    if not p.exists():
+        raise UserError(f"{p}: no such live-run file")
+    data = load_json(p, "live-run file")
     if not isinstance(data, dict) or data.get("schema") != "simcluster-live/1":
         raise ConfigError(
             str(p),

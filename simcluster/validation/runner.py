@@ -17,8 +17,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from simcluster.errors import UserError
 from simcluster.paths import project_root
 from simcluster.validation.cases import Case, ReferenceFile
@@ -121,7 +119,9 @@ def _prepare(case: Case, workdir: Path):
     path = resolve_scenario(case.scenario)
     if not path.is_file():
         return None, f"skipped: scenario file {case.scenario} not available"
-    data = yaml.safe_load(path.read_text())
+    from simcluster.inputs import load_yaml
+
+    data = load_yaml(path, "scenario file")
     point = build_point(data, dict(case.overrides), str(path))
     for s in point.scenario.get("schedules", []):
         name = s.get("name") if isinstance(s, dict) else None
