@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, ValidationError
+from pydantic import Field, ValidationError, field_validator
 
 from simcluster.errors import ConfigError, UserError
 from simcluster.schema import StrictModel, pydantic_to_config_error
@@ -77,7 +77,7 @@ class Heterogeneity(StrictModel):
 
 
 class Scenario(StrictModel):
-    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")
+    name: str = Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.-]+$")
     description: str = ""
     topology: str
     profile: str
@@ -92,6 +92,13 @@ class Scenario(StrictModel):
 
     # Filled by load_scenario: where it came from.
     source: str | None = None
+
+    @field_validator("name")
+    @classmethod
+    def _not_dots(cls, v: str) -> str:
+        if set(v) == {"."}:
+            raise ValueError("a name of dots only would name a folder above the results")
+        return v
 
 
 # --- loading ------------------------------------------------------------------------------
@@ -187,6 +194,7 @@ def _check_names(sc: Scenario, file: str | None) -> None:
             raise pydantic_to_config_error(
                 exc, file, cls.Options, ("schedules", i, "options")
             ) from None
+        _check_algorithms(spec.options, file, f"schedules[{i}].options")
         if w.model is None and cls.needs_model:
             raise ConfigError(
                 file,
@@ -229,6 +237,20 @@ def _check_names(sc: Scenario, file: str | None) -> None:
                 f"needs {nodes} nodes; topology {sc.topology!r} has at most {max_nodes}",
                 f"at most {max_nodes * per_node}",
             )
+
+
+def _check_algorithms(options: dict[str, Any], file: str | None, where: str) -> None:
+    """Any option named ``algorithm`` or ``*_algorithm`` must name a collective algorithm."""
+    from simcluster.collectives.registry import ALGORITHMS
+    from simcluster.errors import UnknownNameError
+
+    known = sorted({"auto", *(a for table in ALGORITHMS.values() for a in table)})
+    for key, value in options.items():
+        if (key == "algorithm" or key.endswith("_algorithm")) and isinstance(value, str):
+            if value not in known:
+                raise UnknownNameError(
+                    "collective algorithm", value, known, file=file, path=f"{where}.{key}"
+                )
 
 
 def resolved_input_size(w: Workload) -> int | None:

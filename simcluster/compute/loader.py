@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from simcluster.compute.profile import DeviceProfile, SpecProfile
+from simcluster.compute.profile_schema import validate_network, validate_spec_device
 from simcluster.errors import ConfigError, UnknownNameError
 from simcluster.inputs import load_json
 from simcluster.paths import network_profiles_dir, profiles_dir
@@ -73,7 +74,7 @@ def _read(path: Path) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise ConfigError(str(path), "<root>", type(data).__name__, "a profile is a JSON object")
     version = data.get("schema_version")
-    if version != SCHEMA_VERSION:
+    if type(version) is not int or version != SCHEMA_VERSION:
         raise ConfigError(
             str(path),
             "schema_version",
@@ -84,6 +85,11 @@ def _read(path: Path) -> dict[str, Any]:
     for key in ("name", "kind", "provenance"):
         if key not in data:
             raise ConfigError(str(path), key, None, "missing field")
+    for key in ("name", "kind"):
+        if not isinstance(data[key], str) or not data[key]:
+            raise ConfigError(str(path), key, data[key], "must be a non-empty string")
+    if not isinstance(data["provenance"], dict):
+        raise ConfigError(str(path), "provenance", data["provenance"], "must be a mapping")
     if data["kind"] not in ("measured", "derived", "spec", "fitted"):
         raise ConfigError(
             str(path),
@@ -108,10 +114,7 @@ def load_profile(name_or_path: str) -> DeviceProfile:
     if "device" not in data:
         raise ConfigError(str(path), "device", None, "missing field")
     if data["kind"] == "spec":
-        dev = data["device"]
-        for key in ("peak_flops", "memory_bandwidth", "launch_overhead_s", "efficiency"):
-            if key not in dev:
-                raise ConfigError(str(path), f"device.{key}", None, "missing field")
+        dev = validate_spec_device(data["device"], str(path)).model_dump(exclude_none=True)
         return SpecProfile(data["name"], dev, data["provenance"])
     if data["kind"] in ("measured", "derived"):
         from simcluster.compute.measured import MeasuredProfile
@@ -132,14 +135,14 @@ def load_network_profile(name_or_path: str) -> NetworkProfile:
         name_or_path, network_profiles_dir(), "network profile", list_network_profiles()
     )
     data = _read(path)
-    net = data.get("network")
-    if not isinstance(net, dict) or "per_message_overhead_s" not in net:
+    if "network" not in data:
         raise ConfigError(str(path), "network.per_message_overhead_s", None, "missing field")
+    net = validate_network(data["network"], str(path))
     return NetworkProfile(
         name=data["name"],
         kind=data["kind"],
-        per_message_overhead_s=float(net["per_message_overhead_s"]),
-        link_efficiency={k: float(v) for k, v in net.get("link_efficiency", {}).items()},
+        per_message_overhead_s=net.per_message_overhead_s,
+        link_efficiency=dict(net.link_efficiency),
         provenance=data["provenance"],
-        collectives=dict(net.get("collectives", {})),
+        collectives=dict(net.collectives),
     )

@@ -134,12 +134,11 @@ class Fit:
             raise ConfigError(
                 file, f"{where}.coef", coef, "needs one number per feature", f"{len(feats)} numbers"
             )
-        try:
-            values = tuple(float(c) for c in coef)
-        except (TypeError, ValueError):
-            raise ConfigError(file, f"{where}.coef", coef, "coefficients must be numbers") from None
-        if any(c < 0 or c != c for c in values):
-            raise ConfigError(file, f"{where}.coef", coef, "coefficients must be >= 0")
+        from simcluster.compute.profile_schema import check_number
+
+        values = tuple(
+            check_number(c, file, f"{where}.coef[{i}]", minimum=0.0) for i, c in enumerate(coef)
+        )
         return cls(tuple(feats), values)
 
 
@@ -372,13 +371,11 @@ class MeasuredProfile(DeviceProfile):
                         fit_at(("memcpy", kind))
             else:
                 fit_at((family,))
-        cache = dev.get("roofline", {}).get("cache_bytes", 0.0) if isinstance(dev, dict) else 0.0
-        try:
-            cache = float(cache)
-        except (TypeError, ValueError):
-            raise ConfigError(
-                file, "device.roofline.cache_bytes", cache, "must be a number"
-            ) from None
+        from simcluster.compute.profile_schema import check_number
+
+        roof = dev.get("roofline", {}) if isinstance(dev, dict) else {}
+        cache = roof.get("cache_bytes", 0.0) if isinstance(roof, dict) else 0.0
+        cache = check_number(cache, file, "device.roofline.cache_bytes", minimum=0.0)
         return cls(
             data["name"], data["kind"], data["provenance"], compute, kernels, alias, file, sources,
             cache,

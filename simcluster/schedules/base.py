@@ -36,7 +36,7 @@ __all__ = [
 class Options(BaseModel):
     """Base of every schedule's options: unknown keys are errors."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
 
 
 @dataclass(frozen=True)

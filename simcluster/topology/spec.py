@@ -42,7 +42,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
 from simcluster.errors import ConfigError
-from simcluster.schema import pydantic_to_config_error
+from simcluster.schema import ListTuple, pydantic_to_config_error
 from simcluster.topology.units import parse_bandwidth, parse_latency
 
 __all__ = [
@@ -79,7 +79,7 @@ TEMPLATES = (
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=False)
+    model_config = ConfigDict(extra="forbid", frozen=False, strict=True, allow_inf_nan=False)
 
 
 class LinkSpec(_Model):
@@ -94,10 +94,10 @@ class NVLinkSpec(_Model):
 
     link_bandwidth: Bandwidth = 25e9
     """one NVLink link, bytes/s per direction (NVLink2 on V100: 25 GB/s)"""
-    links_per_pair: int = Field(1, ge=1)
+    links_per_pair: int = Field(1, ge=1, le=64)
     """nvlink_full: links between every GPU pair (the edge carries the sum)"""
     latency: Latency = 7e-7
-    pairs: list[tuple[int, int, int]] | None = None
+    pairs: list[ListTuple[tuple[int, int, int]]] | None = None
     """nvlink_mesh: explicit [gpu_a, gpu_b, links] triples"""
 
 
@@ -106,7 +106,7 @@ class NVSwitchSpec(_Model):
 
     bandwidth: Bandwidth | None = None
     """per GPU, bytes/s per direction; or give links_per_gpu and link_bandwidth"""
-    links_per_gpu: int | None = Field(None, ge=1)
+    links_per_gpu: int | None = Field(None, ge=1, le=64)
     link_bandwidth: Bandwidth | None = None
     latency: Latency = 5e-7
     """GPU <-> switch; a GPU-to-GPU transfer crosses two such links"""
@@ -115,8 +115,8 @@ class NVSwitchSpec(_Model):
 class HostSpec(_Model):
     """CPU sockets and the PCIe tree inside one node."""
 
-    sockets: int = Field(1, ge=1)
-    pcie_switches: int = Field(0, ge=0)
+    sockets: int = Field(1, ge=1, le=64)
+    pcie_switches: int = Field(0, ge=0, le=256)
     """0: GPUs and NICs hang directly off the CPU root ports"""
     pcie: LinkSpec = LinkSpec(bandwidth=15.75e9, latency=2.5e-7)
     """GPU/NIC <-> PCIe switch (or socket); default PCIe Gen3 x16"""
@@ -133,7 +133,7 @@ class HostSpec(_Model):
 class CoresSpec(_Model):
     """CPU cores as ranks (template cpu_cores)."""
 
-    per_socket: int = Field(ge=1)
+    per_socket: int = Field(ge=1, le=4096)
     memory: LinkSpec = LinkSpec(bandwidth=10e9, latency=1e-7)
     """core <-> its socket, kind 'memory': a core's share of memory bandwidth"""
 
@@ -141,7 +141,7 @@ class CoresSpec(_Model):
 class NICSpec(_Model):
     """Network adapters of one node; each is one fabric port."""
 
-    count: int = Field(1, ge=0)
+    count: int = Field(1, ge=0, le=256)
     bandwidth: Bandwidth = 12.5e9
     """per NIC port, bytes/s per direction (the NIC <-> leaf link)"""
     latency: Latency = 6e-7
@@ -162,7 +162,7 @@ class NodeSpec(_Model):
         "single_gpu",
         "cpu_cores",
     ]
-    gpus: int | None = Field(None, ge=1)
+    gpus: int | None = Field(None, ge=1, le=4096)
     nvlink: NVLinkSpec | None = None
     nvswitch: NVSwitchSpec | None = None
     cores: CoresSpec | None = None
@@ -183,16 +183,16 @@ class FabricSpec(_Model):
     type: Literal["single_switch", "fat_tree"] = "single_switch"
     kind: Literal["infiniband", "ethernet"] = "infiniband"
     levels: Literal[2, 3] = 2
-    nodes_per_leaf: int | None = Field(None, ge=1)
-    radix: int | None = Field(None, ge=2)
+    nodes_per_leaf: int | None = Field(None, ge=1, le=100_000)
+    radix: int | None = Field(None, ge=2, le=100_000)
     """switch ports; gives nodes_per_leaf when that is not set"""
-    oversubscription: float = Field(1.0, ge=1.0)
+    oversubscription: float = Field(1.0, ge=1.0, le=1e6)
     """leaf downlink capacity / leaf uplink capacity"""
-    spines: int | None = Field(None, ge=1)
+    spines: int | None = Field(None, ge=1, le=100_000)
     """2 levels: spine count; 3 levels: spines per pod (default: leaf uplink ports)"""
-    leaves_per_pod: int | None = Field(None, ge=1)
-    cores_per_group: int | None = Field(None, ge=1)
-    core_oversubscription: float = Field(1.0, ge=1.0)
+    leaves_per_pod: int | None = Field(None, ge=1, le=100_000)
+    cores_per_group: int | None = Field(None, ge=1, le=100_000)
+    core_oversubscription: float = Field(1.0, ge=1.0, le=1e6)
     """3 levels: pod spine downlink / uplink capacity"""
     rail_aligned: bool = False
     """NIC j of every node on the leaves of rail j"""
@@ -207,8 +207,8 @@ class TopologySpec(_Model):
 
     name: str | None = None
     description: str = ""
-    max_nodes: int = Field(ge=1)
-    default_nodes: int | None = Field(None, ge=1)
+    max_nodes: int = Field(ge=1, le=10_000_000)
+    default_nodes: int | None = Field(None, ge=1, le=10_000_000)
     node: NodeSpec
     fabric: FabricSpec = FabricSpec()
     assumptions: list[str] = []

@@ -37,7 +37,7 @@ from pydantic import Field, ValidationError, model_validator
 
 from simcluster.errors import ConfigError
 from simcluster.paths import project_root
-from simcluster.schema import StrictModel, pydantic_to_config_error
+from simcluster.schema import ListTuple, StrictModel, pydantic_to_config_error
 
 __all__ = [
     "Select",
@@ -116,7 +116,7 @@ class Case(StrictModel):
     overrides: dict[str, Any] = Field(default_factory=dict)
     metric: Metric
     reference: float
-    reference_range: tuple[float, float] | None = None
+    reference_range: ListTuple[tuple[float, float]] | None = None
     unit: str = ""
     confidence: Literal["high", "medium", "low"]
     note: str = ""
