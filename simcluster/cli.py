@@ -7,7 +7,6 @@ message and exits with code 2; no traceback reaches the user.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -41,13 +40,24 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.network_model:
         sc = sc.model_copy(update={"network_model": args.network_model})
     from simcluster.report import format_table
+    from simcluster.report.files import dumps
+    from simcluster.report.outdir import RunOutputs, prepare_output_dir
+    from simcluster.report.sanity import check_records
     from simcluster.schedules.spmv import prefetch_partitions, table1_tables
 
+    # The folder is checked (and stale outputs found) before anything is simulated.
+    out = prepare_output_dir(args.out or sc.output or Path("results") / sc.name)
+    plots = [] if args.no_plots else ["scaling.png", "breakdown.png"]
+    outputs = RunOutputs(
+        out,
+        known=["results.json", "results.csv", "trace.json", "scaling.png", "breakdown.png"],
+        planned=["results.json", "results.csv", "trace.json", *plots],
+    )
+    outputs.check()
     prefetch_partitions(sc)  # sparse-DNN partitions, in parallel (no-op without spmv)
     result = run_scenario(sc, progress=ProgressBar())
     payload = result.to_json()
-    out = Path(args.out or sc.output or Path("results") / sc.name)
-    out.mkdir(parents=True, exist_ok=True)
+    check_records(result.records, "results")
     write_json(out / "results.json", payload)
     write_csv(out / "results.csv", result.records)
     write_chrome_trace(out / "trace.json", result.traces)
@@ -58,8 +68,9 @@ def cmd_run(args: argparse.Namespace) -> int:
             result.records,
             f"{sc.name}: compute and exposed communication per step",
         )
+    outputs.finish()
     if args.json:
-        print(json.dumps(payload, indent=2))
+        print(dumps(payload), end="")
         return 0
     print(f"scenario {sc.name}: {sc.description}".rstrip(": "))
     print(
@@ -75,7 +86,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(segments)
     largest = max(r["gpus"] for r in result.records)
     print(
-        f"results: {out}/ (results.json, results.csv, scaling.png, breakdown.png, "
+        f"results: {out}/ (results.json, results.csv, {''.join(p + ', ' for p in plots)}"
         f"trace.json = one iteration at {largest} GPUs, open in https://ui.perfetto.dev)"
     )
     print(f"simulated {len(result.records)} configurations in {result.wall_s:.2f} s")

@@ -59,6 +59,7 @@ def trace_events(traces: dict[str, Trace], max_classes: int = 32) -> list[dict]:
 
 
 def write_chrome_trace(path: Path, traces: dict[str, Trace]) -> None:
-    path.write_text(
-        json.dumps({"traceEvents": trace_events(traces), "displayTimeUnit": "ms"}) + "\n"
-    )
+    from simcluster.report.outdir import write_text_atomic
+
+    payload = {"traceEvents": trace_events(traces), "displayTimeUnit": "ms"}
+    write_text_atomic(path, json.dumps(payload, allow_nan=False) + "\n")

@@ -13,6 +13,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from simcluster.report.outdir import save_figure
+
 __all__ = ["plot_sweep", "METRICS", "numeric"]
 
 #: metric column -> (axis label, scale)
@@ -106,7 +108,7 @@ def plot_sweep(
         fig.suptitle(title + at)
         fig.tight_layout()
         path = out / "sweep.png"
-        fig.savefig(path, dpi=110)
+        save_figure(fig, path)
         plt.close(fig)
         return [path]
     # Two or more axes: heatmap over the first two, the others at their first value.
@@ -140,7 +142,7 @@ def plot_sweep(
         fig.suptitle(f"{title}: {METRICS[metric][0]}" + (f" ({note})" if note else ""))
         fig.tight_layout()
         path = out / f"heatmap-{metric}.png"
-        fig.savefig(path, dpi=110)
+        save_figure(fig, path)
         plt.close(fig)
         written.append(path)
     return written

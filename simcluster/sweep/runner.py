@@ -123,10 +123,12 @@ def _cell(v: Any) -> str:
 
 def run_point(point: PointSpec, workdir: str) -> list[dict[str, Any]]:
     """Simulate one point; its rows (swept values first, then METRIC_COLUMNS)."""
+    from simcluster.report.sanity import check_records
     from simcluster.study import run_scenario
 
     sc = materialize(point, Path(workdir))
     result = run_scenario(sc)
+    check_records(result.records, f"point {_values_key(point.values)}")
     rows = []
     for rec in result.records:
         row = {k: _cell(v) for k, v in point.values.items()}
@@ -220,7 +222,9 @@ def run_sweep(
     grid = make_grid(axes)
     name = str(base.get("name", Path(source).stem))
     out_dir = Path(out) if out else Path("results") / f"{name}-sweep"
-    out_dir.mkdir(parents=True, exist_ok=True)
+    from simcluster.report.outdir import prepare_output_dir, write_text_atomic
+
+    out_dir = prepare_output_dir(out_dir)
     points = [build_point(base, values, source) for values in grid]
     # Validate every point before running any: a bad value stops the sweep at once.
     expected = [_expected_rows(materialize(p, out_dir)) for p in points]
@@ -243,9 +247,7 @@ def run_sweep(
                 done_rows[k] = by_key[k][:n]
     # Rewrite the file with the complete points only (drops a point cut by a kill).
     kept = [r for p in points for r in done_rows.get(_values_key(p.values), [])]
-    tmp = csv_path.with_suffix(".csv.tmp")
-    tmp.write_text(_csv_text(columns, kept, header=True))
-    tmp.replace(csv_path)
+    write_text_atomic(csv_path, _csv_text(columns, kept, header=True))
     todo = [(i, p) for i, p in enumerate(points) if _values_key(p.values) not in done_rows]
     total = len(points)
     finished = total - len(todo)
@@ -270,15 +272,16 @@ def run_sweep(
         else:
             _run_pool(todo, jobs, str(out_dir), record)
     ordered = [r for p in points for r in done_rows[_values_key(p.values)]]
-    tmp.write_text(_csv_text(columns, ordered, header=True))
-    tmp.replace(csv_path)
+    write_text_atomic(csv_path, _csv_text(columns, ordered, header=True))
     meta = {
         "scenario": source,
         "axes": [{"path": a.path, "values": list(a.values)} for a in axes],
         "points": total,
         "rows": len(ordered),
     }
-    (out_dir / "sweep.json").write_text(json.dumps(meta, indent=2, default=str) + "\n")
+    write_text_atomic(
+        out_dir / "sweep.json", json.dumps(meta, indent=2, default=str, allow_nan=False) + "\n"
+    )
     return SweepResult(out_dir, columns, ordered, total, len(todo), total - len(todo), list(axes))
 
 

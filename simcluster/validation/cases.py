@@ -171,6 +171,10 @@ def load_reference_file(path: str | Path) -> ReferenceFile:
 def load_references(folder: str | Path | None = None) -> list[ReferenceFile]:
     """Every ``*.yaml`` in the references folder, sorted by file name."""
     d = Path(folder) if folder else references_dir()
+    if not d.is_dir():
+        raise ConfigError(None, "--references", str(d), "no such folder")
+    if folder and d.is_dir() and not any(d.glob("*.yaml")):
+        raise ConfigError(None, "--references", str(d), "no reference files (*.yaml) in it")
     files = [load_reference_file(p) for p in sorted(d.glob("*.yaml"))]
     ids: dict[str, str] = {}
     for f in files:

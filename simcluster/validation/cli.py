@@ -65,7 +65,11 @@ def run(args: argparse.Namespace) -> int:
         "summary": summary(results),
         "live": [rep.to_json() for rep in live_reports],
     }
-    (out / "validation.json").write_text(json.dumps(payload, indent=2, default=str) + "\n")
+    from simcluster.report.outdir import write_text_atomic
+
+    write_text_atomic(
+        out / "validation.json", json.dumps(payload, indent=2, default=str, allow_nan=False) + "\n"
+    )
     plotted = False
     if not args.no_plot:
         plotted = plot_scatter(

@@ -332,7 +332,23 @@ def _shown(p: Path) -> str:
 
 
 def validate_live(path: str | Path, workdir: str | Path, profile: str | None = None) -> LiveReport:
-    """Simulate every measured iteration of a live-run file; per-phase comparison."""
+    """Simulate every measured iteration of a live-run file; per-phase comparison.
+
+    A file whose fields have the wrong shape (a null, a string for a number, a
+    missing rank) is a ConfigError naming the file, never a traceback.
+    """
+    p = Path(path)
+    if p.is_dir():
+        raise ConfigError(str(p), "<root>", str(p), "is a folder, not a live-run file")
+    try:
+        return _validate_live(path, workdir, profile)
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError, ZeroDivisionError) as exc:
+        raise ConfigError(
+            str(p), "<root>", None, f"malformed live-run file ({type(exc).__name__}: {exc})"
+        ) from None
+
+
+def _validate_live(path: str | Path, workdir: str | Path, profile: str | None) -> LiveReport:
     from simcluster.collectives import CommContext
     from simcluster.compute import load_network_profile
     from simcluster.engine import Engine
