@@ -54,6 +54,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         planned=["results.json", "results.csv", "trace.json", *plots],
     )
     outputs.check()
+    from simcluster.sizing import check_size
+
+    check_size(sc, args.max_memory)
     prefetch_partitions(sc)  # sparse-DNN partitions, in parallel (no-op without spmv)
     result = run_scenario(sc, progress=ProgressBar())
     payload = result.to_json()
@@ -181,6 +184,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="override the scenario's network model",
     )
     r.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+    r.add_argument(
+        "--max-memory",
+        type=float,
+        metavar="GB",
+        help="refuse studies whose size estimate exceeds this (default: 3/4 of this machine)",
+    )
     r.set_defaults(func=cmd_run)
     t = sub.add_parser("topo", help="summarise a topology and draw it to PNG")
     t.add_argument("topology", help="topology name or YAML file")

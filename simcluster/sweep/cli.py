@@ -24,6 +24,12 @@ def add_arguments(s: argparse.ArgumentParser) -> None:
     s.add_argument("--scheduler", help="dask scheduler address, e.g. tcp://host:8786")
     s.add_argument("--resume", action="store_true", help="keep the points already in points.csv")
     s.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+    s.add_argument(
+        "--max-memory",
+        type=float,
+        metavar="GB",
+        help="refuse points whose size estimate exceeds this (default: 3/4 of this machine)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -41,6 +47,7 @@ def run(args: argparse.Namespace) -> int:
         scheduler=args.scheduler,
         resume=args.resume,
         progress=ProgressBar(),
+        max_memory_gb=args.max_memory,
     )
     paths = [a.path for a in axes]
     print(

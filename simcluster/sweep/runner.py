@@ -56,6 +56,9 @@ __all__ = [
 
 Progress = Callable[[int, int, str], None]
 
+#: largest grid a sweep accepts (each point is validated before any runs)
+MAX_POINTS = 10_000
+
 #: record fields copied into points.csv, in column order
 METRIC_COLUMNS = (
     "schedule",
@@ -106,6 +109,11 @@ def make_grid(axes: Sequence[Axis]) -> list[dict[str, Any]]:
         raise ConfigError(None, "--set", dup, "the same field is swept twice")
     if not axes:
         return [{}]
+    count = math.prod(len(a.values) for a in axes)
+    if count > MAX_POINTS:
+        raise ConfigError(
+            None, "--set", f"{count:,} points", "grid too large", f"at most {MAX_POINTS:,} points"
+        )
     return [
         dict(zip(paths, combo, strict=True))
         for combo in itertools.product(*(a.values for a in axes))
@@ -211,6 +219,7 @@ def run_sweep(
     resume: bool = False,
     progress: Progress | None = None,
     client: Any = None,
+    max_memory_gb: float | None = None,
 ) -> SweepResult:
     """Run every point of the grid not yet in points.csv; see the module doc."""
     if executor not in ("local", "dask"):
@@ -227,7 +236,13 @@ def run_sweep(
     out_dir = prepare_output_dir(out_dir)
     points = [build_point(base, values, source) for values in grid]
     # Validate every point before running any: a bad value stops the sweep at once.
-    expected = [_expected_rows(materialize(p, out_dir)) for p in points]
+    from simcluster.sizing import check_size
+
+    expected = []
+    for p in points:
+        sc = materialize(p, out_dir)
+        check_size(sc, max_memory_gb)
+        expected.append(_expected_rows(sc))
     columns = [a.path for a in axes] + list(METRIC_COLUMNS)
     csv_path = out_dir / "points.csv"
     done_rows: dict[str, list[dict[str, str]]] = {}
