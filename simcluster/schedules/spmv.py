@@ -482,10 +482,9 @@ def prefetch_partitions(sc, workers: int | None = None) -> None:
     with ``workers`` processes (default: CPU count) a cold cache fills that much
     faster. Mt-KaHyPar jobs run here, one after another (they are multi-threaded).
     """
-    import multiprocessing
     import os
     import sys
-    from concurrent.futures import ProcessPoolExecutor, as_completed
+    from concurrent.futures import as_completed
 
     jobs = [
         (label, o, p)
@@ -509,8 +508,9 @@ def prefetch_partitions(sc, workers: int | None = None) -> None:
     done = 0
     n = min(workers or os.cpu_count() or 1, len(kah))
     if n > 1:
-        ctx = multiprocessing.get_context("spawn")  # no fork of a threaded parent
-        with ProcessPoolExecutor(max_workers=n, mp_context=ctx) as pool:
+        from simcluster.workers import process_pool
+
+        with process_pool(n) as pool:
             futs = {
                 pool.submit(_prefetch_job, o.model_dump(), p, sc.seed): (label, p)
                 for label, o, p in kah

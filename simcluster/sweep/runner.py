@@ -239,10 +239,13 @@ def run_sweep(
     from simcluster.sizing import check_size
 
     expected = []
+    prints: dict[str, str] = {}  # values key -> fingerprint of everything the point reads
     for p in points:
         sc = materialize(p, out_dir)
         check_size(sc, max_memory_gb)
         expected.append(_expected_rows(sc))
+        prints[_values_key(p.values)] = point_fingerprint(sc)
+    keys_path = out_dir / KEYS_FILE
     columns = [a.path for a in axes] + list(METRIC_COLUMNS)
     csv_path = out_dir / "points.csv"
     done_rows: dict[str, list[dict[str, str]]] = {}
@@ -256,13 +259,16 @@ def run_sweep(
         by_key: dict[str, list[dict[str, str]]] = {}
         for r in rows:
             by_key.setdefault(_row_key(r, axes), []).append(r)
+        old_prints = read_keys(keys_path)
         for p, n in zip(points, expected, strict=True):
             k = _values_key(p.values)
-            if len(by_key.get(k, [])) == n:
+            # a point is reused only if its inputs (scenario, files, version) are unchanged
+            if len(by_key.get(k, [])) == n and old_prints.get(k) == prints[k]:
                 done_rows[k] = by_key[k][:n]
     # Rewrite the file with the complete points only (drops a point cut by a kill).
     kept = [r for p in points for r in done_rows.get(_values_key(p.values), [])]
     write_text_atomic(csv_path, _csv_text(columns, kept, header=True))
+    write_text_atomic(keys_path, _keys_text([k for k in prints if k in done_rows], prints))
     todo = [(i, p) for i, p in enumerate(points) if _values_key(p.values) not in done_rows]
     total = len(points)
     finished = total - len(todo)
@@ -273,6 +279,7 @@ def run_sweep(
         nonlocal finished
         done_rows[_values_key(p.values)] = rows
         _append(csv_path, _csv_text(columns, rows, header=False))
+        _append(keys_path, _keys_text([_values_key(p.values)], prints))
         finished += 1
         if progress:
             label = ", ".join(f"{k.split('.')[-1]}={v}" for k, v in p.values.items()) or "point"
@@ -288,6 +295,7 @@ def run_sweep(
             _run_pool(todo, jobs, str(out_dir), record)
     ordered = [r for p in points for r in done_rows[_values_key(p.values)]]
     write_text_atomic(csv_path, _csv_text(columns, ordered, header=True))
+    write_text_atomic(keys_path, _keys_text([_values_key(p.values) for p in points], prints))
     meta = {
         "scenario": source,
         "axes": [{"path": a.path, "values": list(a.values)} for a in axes],
@@ -300,6 +308,56 @@ def run_sweep(
     return SweepResult(out_dir, columns, ordered, total, len(todo), total - len(todo), list(axes))
 
 
+#: beside points.csv: one line per finished point, ``values key <TAB> fingerprint``
+KEYS_FILE = "points.keys"
+
+
+def point_fingerprint(sc: Any) -> str:
+    """SHA-256 of everything that determines a point's rows.
+
+    The validated scenario (every field, defaults included), the bytes of the
+    topology, device profile and network profile files it names, and the
+    simcluster version: change any of them and ``--resume`` runs the point again.
+    """
+    import hashlib
+
+    from simcluster import __version__
+    from simcluster.paths import network_profiles_dir, profiles_dir, topologies_dir
+
+    def content(name: str, folder: Path, suffixes: tuple[str, ...]) -> str:
+        p = Path(name)
+        path = p if p.suffix in suffixes and p.is_file() else folder / f"{name}{suffixes[0]}"
+        try:
+            return hashlib.sha256(path.read_bytes()).hexdigest()
+        except OSError:
+            return "?"
+
+    blob = {
+        "scenario": sc.model_dump(mode="json", exclude={"source", "output"}),
+        "topology": content(sc.topology, topologies_dir(), (".yaml", ".yml")),
+        "profile": content(sc.profile, profiles_dir(), (".json",)),
+        "network_profile": content(sc.network_profile, network_profiles_dir(), (".json",)),
+        "simcluster": __version__,
+    }
+    return hashlib.sha256(json.dumps(blob, sort_keys=True).encode()).hexdigest()
+
+
+def read_keys(path: Path) -> dict[str, str]:
+    """values key -> fingerprint from a points.keys file (missing file: empty)."""
+    if not path.exists():
+        return {}
+    out = {}
+    for line in read_text(path, "points keys file").splitlines():
+        key, sep, digest = line.rpartition("\t")
+        if sep and len(digest) == 64:
+            out[key] = digest
+    return out
+
+
+def _keys_text(keys: Sequence[str], prints: dict[str, str]) -> str:
+    return "".join(f"{k}\t{prints[k]}\n" for k in keys)
+
+
 def _values_key(values: dict[str, Any]) -> str:
     return json.dumps({k: _cell(v) for k, v in values.items()})
 
@@ -309,11 +367,11 @@ def _row_key(row: dict[str, str], axes: Sequence[Axis]) -> str:
 
 
 def _run_pool(todo, jobs: int, workdir: str, record) -> None:
-    import multiprocessing
-    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+    from concurrent.futures import FIRST_COMPLETED, wait
 
-    ctx = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=min(jobs, len(todo)), mp_context=ctx) as pool:
+    from simcluster.workers import process_pool
+
+    with process_pool(min(jobs, len(todo))) as pool:
         futures = {pool.submit(run_point, p, workdir): p for _, p in todo}
         pending = set(futures)
         try:

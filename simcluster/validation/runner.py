@@ -199,11 +199,9 @@ def run_cases(
                 progress(done, len(keys), order[groups[key][0]][1].id)
 
         if jobs > 1 and len(keys) > 1:
-            import multiprocessing
-            from concurrent.futures import ProcessPoolExecutor
+            from simcluster.workers import process_pool
 
-            ctx = multiprocessing.get_context("spawn")
-            with ProcessPoolExecutor(max_workers=min(jobs, len(keys)), mp_context=ctx) as pool:
+            with process_pool(min(jobs, len(keys))) as pool:
                 futs = {
                     k: pool.submit(_run_group, [order[i][1] for i in groups[k]], str(workdir))
                     for k in keys
