@@ -18,8 +18,7 @@ __all__ = ["main", "build_parser"]
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # argparse exits 2 too; keep one line
-        self.print_usage(sys.stderr)
-        self.exit(2, f"simcluster: error: {message}\n")
+        self.exit(2, f"simcluster: error: {message} (see `{self.prog} --help`)\n")
 
 
 def cmd_run(args: argparse.Namespace) -> int:

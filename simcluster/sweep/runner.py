@@ -26,6 +26,7 @@ import itertools
 import json
 import math
 import os
+import re
 import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -226,6 +227,13 @@ def run_sweep(
         raise ConfigError(None, "--executor", executor, "unknown executor", ["local", "dask"])
     if jobs < 1:
         raise ConfigError(None, "--jobs", jobs, "out of range", "a value >= 1")
+    if executor == "dask" and client is None:
+        if not scheduler:
+            raise ConfigError(
+                None, "--scheduler", None, "missing: --executor dask needs a scheduler address",
+                "tcp://HOST:8786 (start one with `dask scheduler`)",
+            )  # fmt: skip
+        check_scheduler(scheduler)
     source = str(scenario_path)
     base = load_base(scenario_path)
     grid = make_grid(axes)
@@ -385,6 +393,19 @@ def _run_pool(todo, jobs: int, workdir: str, record) -> None:
             raise
 
 
+_SCHEDULER = re.compile(r"^(?:(?:tcp|tls|ucx|ws|wss)://)?[A-Za-z0-9_.\-\[\]:]+:\d{1,5}$")
+
+
+def check_scheduler(address: str | None) -> None:
+    """A dask scheduler address must look like ``[tcp://]HOST:PORT``; else ConfigError."""
+    if address is None:
+        return
+    if not _SCHEDULER.match(address) or not 0 < int(address.rsplit(":", 1)[1]) < 65536:
+        raise ConfigError(
+            None, "--scheduler", address, "not a scheduler address", "tcp://HOST:PORT"
+        )
+
+
 def _run_dask(todo, scheduler: str | None, client: Any, record) -> None:
     try:
         from distributed import Client, as_completed
@@ -400,9 +421,10 @@ def _run_dask(todo, scheduler: str | None, client: Any, record) -> None:
                 "missing: --executor dask needs a scheduler address",
                 "tcp://HOST:8786 (start one with `dask scheduler`)",
             )
+        check_scheduler(scheduler)
         try:
             client = Client(scheduler, timeout=30)
-        except OSError as exc:
+        except (OSError, ValueError, TypeError) as exc:
             raise UserError(f"--scheduler {scheduler}: cannot connect ({exc})") from None
     try:
         points = [p for _, p in todo]
