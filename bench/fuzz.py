@@ -204,7 +204,7 @@ def mutate_doc(rng: random.Random, doc: Any, n: int = 1) -> Any:
 
 
 LAUGHS = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
-    f"{n}: &{n} [{', '.join([f'*{p}'] * 9)}]\n" for p, n in zip("abcdefgh", "bcdefghi")
+    f"{n}: &{n} [{', '.join([f'*{p}'] * 9)}]\n" for p, n in zip("abcdefgh", "bcdefghi", strict=True)
 )
 
 
@@ -292,7 +292,7 @@ def classify(code: int | None, err: str, tb: str, results: Path | None) -> tuple
         return "HANG", ""
     if tb:
         last = tb.strip().splitlines()[-1]
-        return "TRACEBACK", last
+        return "TRACEBACK", last[:200]
     lines = [ln for ln in err.splitlines() if ln.strip()]
     errors = [ln for ln in lines if ln.startswith("simcluster: error:")]
     if code == 0:
@@ -308,9 +308,7 @@ def classify(code: int | None, err: str, tb: str, results: Path | None) -> tuple
     return "MESSY", f"exit {code}: {' | '.join(lines)[:200]}"
 
 
-def make_input(
-    kind: str, rng: random.Random, workdir: Path
-) -> tuple[list[str], Path | None, str]:
+def make_input(kind: str, rng: random.Random, workdir: Path) -> tuple[list[str], Path | None, str]:
     """(argv, results.json path or None, description) of one mutated input."""
     out = workdir / "out"
     if kind == "cli":
@@ -473,7 +471,9 @@ def main(argv: list[str] | None = None) -> int:
     slowest = max(records, key=lambda r: r["seconds"]) if records else None
     print(
         f"{len(records)} inputs in {wall:.0f} s; slowest {slowest['seconds']:.1f} s "
-        f"({slowest['kind']} seed {slowest['seed']})" if slowest else "no inputs"
+        f"({slowest['kind']} seed {slowest['seed']})"
+        if slowest
+        else "no inputs"
     )
     tracebacks = {r["detail"] for r in records if r["outcome"] == "TRACEBACK"}
     for t in sorted(tracebacks):

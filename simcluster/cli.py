@@ -111,12 +111,15 @@ def cmd_spmv_table(args: argparse.Namespace) -> int:
 
 
 def cmd_topo(args: argparse.Namespace) -> int:
+    from simcluster.report.outdir import prepare_output_dir
     from simcluster.topology.summary import topology_cli
 
     png = None
     if not args.no_png:
         png = args.png or str(Path("results") / "topology" / f"{Path(args.topology).stem}.png")
-        Path(png).parent.mkdir(parents=True, exist_ok=True)
+        if Path(png).suffix.lower() != ".png":
+            raise UserError(f"--png {png[:80]}: the drawing is a PNG; give a name ending in .png")
+        prepare_output_dir(Path(png).parent, "--png")
     print(topology_cli(args.topology, png, args.nodes))
     if png:
         print(f"drawing: {png}")
@@ -260,6 +263,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UserError as exc:
         print(f"simcluster: error: {exc}", file=sys.stderr)
         return exc.exit_code
+    except OSError as exc:  # the file system refused a path the user gave (too long, ...)
+        name = str(exc.filename or "")
+        name = name if len(name) <= 80 else name[:77] + "..."
+        print(f"simcluster: error: {name}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print("simcluster: interrupted", file=sys.stderr)
         return 130

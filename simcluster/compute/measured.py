@@ -128,7 +128,9 @@ class Fit:
             if key not in data:
                 raise ConfigError(file, f"{where}.{key}", None, "missing field")
         feats, coef = data["features"], data["coef"]
-        if not isinstance(feats, list) or not all(f in FEATURES for f in feats):
+        if not isinstance(feats, list) or not all(
+            isinstance(f, str) and f in FEATURES for f in feats
+        ):
             raise ConfigError(file, f"{where}.features", feats, "unknown feature", list(FEATURES))
         if not isinstance(coef, list) or len(coef) != len(feats):
             raise ConfigError(

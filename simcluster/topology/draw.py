@@ -213,5 +213,9 @@ def draw_topology(cluster: Cluster, path: str) -> None:
     ax.set_ylim(-2.0, 13)
     fig.tight_layout()
     Path(path).parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    from simcluster.report.outdir import save_figure
+
+    try:
+        save_figure(fig, path)
+    finally:
+        plt.close(fig)
