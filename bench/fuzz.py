@@ -293,7 +293,9 @@ def classify(code: int | None, err: str, tb: str, results: Path | None) -> tuple
     if tb:
         last = tb.strip().splitlines()[-1]
         return "TRACEBACK", last[:200]
-    lines = [ln for ln in err.splitlines() if ln.strip()]
+    lines = [
+        ln for ln in err.splitlines() if ln.strip() and not ln.startswith("simcluster: progress")
+    ]
     errors = [ln for ln in lines if ln.startswith("simcluster: error:")]
     if code == 0:
         if results is not None and results.exists():

@@ -7,6 +7,7 @@ message and exits with code 2; no traceback reaches the user.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -132,6 +133,16 @@ def cmd_list(args: argparse.Namespace) -> int:
     from simcluster.topology import list_topologies
     from simcluster.workload import MODELS, list_models
 
+    if getattr(args, "json", False):
+        payload = {
+            "models": {m: MODELS[m].description for m in list_models()},
+            "topologies": list_topologies(),
+            "device_profiles": list_profiles(),
+            "network_profiles": list_network_profiles(),
+            "schedules": {s: SCHEDULES[s].summary for s in list_schedules()},
+        }
+        print(json.dumps(payload, indent=2, allow_nan=False))
+        return 0
     print("models:")
     for m in list_models():
         print(f"  {m:<18} {MODELS[m].description}")
@@ -200,6 +211,7 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--no-png", action="store_true", help="print the summary only")
     t.set_defaults(func=cmd_topo)
     li = sub.add_parser("list", help="models, topologies, profiles and schedules")
+    li.add_argument("--json", action="store_true", help="print the lists as one JSON object")
     li.set_defaults(func=cmd_list)
     sp = sub.add_parser("spmv-table", help="sparse-DNN partition metrics (SpMV paper Table 1)")
     sp.add_argument("scenario", help="scenario YAML file with spmv schedules")
@@ -211,7 +223,13 @@ def build_parser() -> argparse.ArgumentParser:
         "profile + network profile; derive: transfer a measured profile to a target spec "
         "sheet; check: simulated vs measured forward+backward of a ResNet",
     )
-    c.add_argument("action", nargs="?", default="measure", choices=["measure", "derive", "check"])
+    c.add_argument(
+        "action",
+        nargs="?",
+        default="measure",
+        choices=["measure", "derive", "check"],
+        help="measure (default), derive or check; see the description above",
+    )
     c.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (measure, check)")
     c.add_argument("--out", help="profile JSON to write (measure, derive)")
     c.add_argument("--network-out", help="network profile JSON (measure; default beside --out)")

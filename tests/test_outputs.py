@@ -146,3 +146,46 @@ def test_run_checks_the_folder_before_simulating(scenario, tmp_path, monkeypatch
     f.write_text("x")
     assert main(["run", str(scenario), "--out", str(f)]) == 2
     assert "is a file" in capsys.readouterr().err
+
+
+def test_progress_in_logs_is_a_line_every_few_seconds():
+    import io
+
+    from simcluster.report.progress import ProgressBar
+
+    buf = io.StringIO()  # not a TTY
+    bar = ProgressBar(buf, interval_s=0.0)
+    bar(1, 3, "a")
+    bar(3, 3, "c")
+    lines = buf.getvalue().splitlines()
+    assert lines == [
+        lines[0],
+        lines[1],
+    ] and lines[0].startswith("simcluster: progress 1/3 after")
+    quiet = io.StringIO()
+    bar = ProgressBar(quiet, interval_s=3600)
+    bar(1, 3, "a")
+    bar(3, 3, "c")
+    assert quiet.getvalue() == ""  # short work prints nothing
+
+
+def test_list_json(capsys):
+    assert main(["list", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert "resnet18-cifar" in data["models"] and "puhti" in data["topologies"]
+    assert "ddp" in data["schedules"] and "nccl-spec" in data["network_profiles"]
+
+
+def test_every_option_has_help():
+    import argparse
+
+    from simcluster.cli import build_parser
+
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    missing = [
+        f"{name} {act.option_strings or act.dest}"
+        for name, parser in sub.choices.items()
+        for act in parser._actions
+        if not act.help and not isinstance(act, argparse._HelpAction)
+    ]
+    assert not missing
