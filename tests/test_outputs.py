@@ -189,3 +189,41 @@ def test_every_option_has_help():
         if not act.help and not isinstance(act, argparse._HelpAction)
     ]
     assert not missing
+
+
+def test_nan_link_efficiency_cannot_reach_max_min():
+    from simcluster.collectives import CommContext
+    from simcluster.topology import load_topology
+
+    cluster = load_topology("puhti", num_nodes=2)
+    kind = cluster.link_kind[0]
+    for eff in (float("nan"), 0.0):
+        with pytest.raises(UserError, match="not a positive finite"):
+            CommContext(cluster, 0.0, {kind: eff})
+
+
+@pytest.mark.parametrize(
+    "argv, match",
+    [
+        (["validate", "--references", "/nonexistent/refs"], "no such folder"),
+        (["validate", "--live", "/nonexistent/live.json"], "no such live-run file"),
+    ],
+)
+def test_validate_bad_paths_exit_2(argv, match, tmp_path, capsys):
+    assert main([*argv, "--out", str(tmp_path / "v"), "--no-plot"]) == 2
+    err = capsys.readouterr().err
+    assert match in err and err.count("\n") == 1
+
+
+def test_validate_live_folder_and_nulls(tmp_path, capsys):
+    assert main(["validate", "--live", str(tmp_path), "--out", str(tmp_path / "v")]) == 2
+    assert "is a folder" in capsys.readouterr().err
+    p = tmp_path / "live.json"
+    p.write_text(
+        json.dumps(
+            {"schema": "simcluster-live/1", "config": None, "calibration": None, "ranks": None}
+        )
+    )
+    assert main(["validate", "--live", str(p), "--out", str(tmp_path / "v"), "--no-plot"]) == 2
+    err = capsys.readouterr().err
+    assert "live.json" in err and err.count("\n") == 1
