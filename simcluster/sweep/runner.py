@@ -248,7 +248,9 @@ def run_sweep(
 
     expected = []
     prints: dict[str, str] = {}  # values key -> fingerprint of everything the point reads
-    for p in points:
+    for i, p in enumerate(points):
+        if progress and i and i % 50 == 0:
+            progress(i, len(points), "checking points")
         sc = materialize(p, out_dir)
         check_size(sc, max_memory_gb)
         expected.append(_expected_rows(sc))
