@@ -41,6 +41,14 @@ def numeric(text: str) -> float | None:
     return None
 
 
+def _has_unit(text: str) -> bool:
+    try:
+        float(text)
+    except (TypeError, ValueError):
+        return True
+    return False
+
+
 def _largest_per_point(rows: Sequence[dict[str, str]], paths: Sequence[str]):
     """(point values tuple, schedule) -> row at the largest gpus."""
     best: dict[tuple, dict[str, str]] = {}
@@ -99,6 +107,13 @@ def plot_sweep(
                     ax.set_yscale("log")
             if not is_num:
                 ax.set_xticks(range(len(xs)), xs, rotation=30)
+            elif any(_has_unit(x) for x in xs):
+                # ticks in the user's units ("25 Gb/s"), not bytes/s
+                ax.set_xticks(xnum, xs, rotation=30, fontsize=8)
+                ax.minorticks_off()
+            if ax.get_yscale() == "linear":
+                # from zero, with headroom: a 2 % change must not look like a cliff
+                ax.set_ylim(0, ax.get_ylim()[1] * 1.12)
             ax.set_xlabel(x_path)
             ax.set_ylabel(METRICS[metric][0])
             ax.grid(True, alpha=0.3)
