@@ -367,7 +367,7 @@ def _cli_line(rng: random.Random, workdir: Path) -> tuple[list[str], Path | None
         "1e999",
         "garbage",
         "/proc/x",
-        "/nonexistent/x",
+        str(workdir / "missing" / "x"),
         str(workdir),
         "x" * 5000,
         "..",
@@ -410,12 +410,28 @@ def _cli_line(rng: random.Random, workdir: Path) -> tuple[list[str], Path | None
 # ------------------------------------------------------------------------- driver
 
 
+@contextlib.contextmanager
+def inside(folder: Path):
+    """Run with ``folder`` as the working directory: relative outputs land there."""
+    import os
+
+    old = os.getcwd()
+    os.chdir(folder)
+    try:
+        yield
+    finally:
+        os.chdir(old)
+
+
 def run_one(kind: str, seed: int, bound_s: float = 60.0) -> dict[str, Any]:
     """Build and run input ``seed`` of ``kind``; its outcome as a record."""
     rng = random.Random(f"{kind}:{seed}")
     with tempfile.TemporaryDirectory(prefix="simcluster-fuzz-") as d:
         argv, results, desc = make_input(kind, rng, Path(d))
-        code, err, tb, secs = run_cli(argv, bound_s)
+        cwd = Path(d) / "cwd"  # "--out .." lands in the temporary folder too
+        cwd.mkdir()
+        with inside(cwd):
+            code, err, tb, secs = run_cli(argv, bound_s)
         outcome, detail = classify(code, err, tb, results)
     return {
         "kind": kind,
