@@ -12,7 +12,8 @@ Each input is run in this process through ``simcluster.cli.main`` and sorted:
 - ``MESSY``: another exit code, or an error of more than one line.
 
 Mutations (seeded, reproducible): on a random field anywhere in the document,
-a number becomes 0, negative, NaN, +-inf, 1e-300, 5e-324, 1e300, a bool, null, a
+a number is scaled by 0.1 to 1000 keeping its type (a plausible value) or
+becomes 0, negative, NaN, +-inf, 1e-300, 5e-324, 1e300, a bool, null, a
 numeric or unit string, a list, or 1e9 times itself; a string becomes empty,
 garbage, a number, "..", "/proc/x" or 10,000 characters; a mapping loses a key,
 gains an unknown one or gets a misspelt one; a list is emptied, doubled or
@@ -122,6 +123,8 @@ _STRINGS = ["", "garbage", 7, None, "..", "/proc/x", "x" * 10_000, "ünïcødé"
 
 def _paths(doc: Any, prefix: tuple = ()) -> list[tuple]:
     out = [prefix]
+    if len(prefix) > 20:  # inside a list an earlier mutation nested 100 deep
+        return out
     if isinstance(doc, dict):
         for k, v in doc.items():
             out += _paths(v, (*prefix, k))
@@ -146,6 +149,12 @@ def _set(doc: Any, path: tuple, value: Any) -> Any:
 
 def mutate_value(rng: random.Random, value: Any) -> Any:
     """One adversarial replacement for ``value``."""
+    if isinstance(value, int | float) and not isinstance(value, bool) and rng.random() < 0.4:
+        # plausible: same type, another size (valid inputs must give sane numbers too)
+        factor = rng.choice([0.1, 0.5, 2, 10, 1000])
+        if isinstance(value, int):
+            return max(1, int(value * factor)) if value > 0 else value + rng.choice([1, 2])
+        return value * factor
     if isinstance(value, bool) or isinstance(value, int | float):
         choice = rng.choice([*_NUMBERS, "scale", "neg"])
         if choice == "scale":
