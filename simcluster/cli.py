@@ -61,9 +61,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     result = run_scenario(sc, progress=ProgressBar())
     payload = result.to_json()
     check_records(result.records, "results")
+    text = dumps(payload)  # strict JSON; a NaN stops here, before any file is written
+    write_chrome_trace(out / "trace.json", result.traces)
     write_json(out / "results.json", payload)
     write_csv(out / "results.csv", result.records)
-    write_chrome_trace(out / "trace.json", result.traces)
     if not args.no_plots:
         plot_scaling(out / "scaling.png", result.records, f"{sc.name}: {sc.study.kind} scaling")
         plot_breakdown(
@@ -73,7 +74,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         )
     outputs.finish()
     if args.json:
-        print(dumps(payload), end="")
+        print(text, end="")
         return 0
     print(f"scenario {sc.name}: {sc.description}".rstrip(": "))
     print(

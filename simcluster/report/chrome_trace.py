@@ -10,7 +10,6 @@ are written, so the file stays small enough for Perfetto.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from simcluster.engine import Trace
@@ -62,4 +61,6 @@ def write_chrome_trace(path: Path, traces: dict[str, Trace]) -> None:
     from simcluster.report.outdir import write_text_atomic
 
     payload = {"traceEvents": trace_events(traces), "displayTimeUnit": "ms"}
-    write_text_atomic(path, json.dumps(payload, allow_nan=False) + "\n")
+    from simcluster.report.files import dumps
+
+    write_text_atomic(path, dumps(payload, indent=None, what="trace"))

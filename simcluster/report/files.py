@@ -31,9 +31,14 @@ def flatten(rec: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def dumps(payload: Any, indent: int | None = 2) -> str:
-    """Strict JSON text: a NaN or infinity is an error, never ``NaN`` in a file."""
-    return json.dumps(payload, indent=indent, sort_keys=False, allow_nan=False) + "\n"
+def dumps(payload: Any, indent: int | None = 2, what: str = "results") -> str:
+    """Strict JSON text: a NaN or infinity is a ResultError (exit 3), never ``NaN`` in a file."""
+    try:
+        return json.dumps(payload, indent=indent, sort_keys=False, allow_nan=False) + "\n"
+    except ValueError as exc:
+        from simcluster.errors import ResultError
+
+        raise ResultError(f"internal error: {what}: {exc}; nothing was written") from None
 
 
 def write_json(path: Path, payload: dict[str, Any]) -> None:
