@@ -122,9 +122,7 @@ def cmd_topo(args: argparse.Namespace) -> int:
         if Path(png).suffix.lower() != ".png":
             raise UserError(f"--png {png[:80]}: the drawing is a PNG; give a name ending in .png")
         prepare_output_dir(Path(png).parent, "--png")
-    print(topology_cli(args.topology, png, args.nodes))
-    if png:
-        print(f"drawing: {png}")
+    print(topology_cli(args.topology, png, args.nodes))  # names the picture once
     return 0
 
 
