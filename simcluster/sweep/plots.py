@@ -164,9 +164,10 @@ def plot_sweep(
 
 
 def summary_lines(
-    rows: Sequence[dict[str, Any]], paths: Sequence[str], limit: int = 24
+    rows: Sequence[dict[str, Any]], paths: Sequence[str], limit: int | None = None
 ) -> list[str]:
-    """Per point and schedule, the row at the point's largest GPU count, as a text table."""
+    """Per point and schedule, the row at the point's largest GPU count, as a text table
+    (every row unless ``limit`` is given)."""
     from simcluster.report import format_table
 
     best = _largest_per_point(rows, paths)
@@ -186,5 +187,7 @@ def summary_lines(
             ]
         )
     head = [*paths, "schedule", "GPUs", "speedup", "samples/s", "time to train"]
-    more = f"... {len(body) - limit} more (all rows in points.csv)" if len(body) > limit else ""
-    return format_table(head, body[:limit]).splitlines() + ([more] if more else [])
+    if limit is None or len(body) <= limit:
+        return format_table(head, body).splitlines()
+    more = f"... {len(body) - limit} more (all rows in points.csv)"
+    return format_table(head, body[:limit]).splitlines() + [more]
