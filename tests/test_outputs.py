@@ -227,3 +227,15 @@ def test_validate_live_folder_and_nulls(tmp_path, capsys):
     assert main(["validate", "--live", str(p), "--out", str(tmp_path / "v"), "--no-plot"]) == 2
     err = capsys.readouterr().err
     assert "live.json" in err and err.count("\n") == 1
+
+
+def test_sweep_folder_holds_one_grid_shape(tmp_path, capsys):
+    s = tmp_path / "s.yaml"
+    s.write_text(SCENARIO)
+    out = tmp_path / "sw"
+    assert main(["sweep", str(s), "--set", "seed=1,2", "--out", str(out)]) == 0
+    assert (out / "sweep.png").exists()
+    argv = ["sweep", str(s), "--set", "seed=1,2", "--set", "workload.batch_per_gpu=16,32"]
+    assert main([*argv, "--out", str(out)]) == 0
+    assert not (out / "sweep.png").exists()
+    assert (out / "heatmap-speedup.png").exists()

@@ -33,15 +33,27 @@ def add_arguments(s: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
     from simcluster.report import ProgressBar
-    from simcluster.sweep.plots import plot_sweep, summary_lines
-    from simcluster.sweep.runner import parse_axis, run_sweep
+    from simcluster.report.outdir import RunOutputs, prepare_output_dir
+    from simcluster.sweep.plots import METRICS, plot_sweep, summary_lines
+    from simcluster.sweep.runner import load_base, parse_axis, run_sweep
 
     axes = [parse_axis(a) for a in args.axes]
+    # The folder holds this sweep's outputs only: plots of an earlier grid shape go.
+    base = load_base(args.scenario)
+    name = str(base.get("name", Path(args.scenario).stem))
+    out = prepare_output_dir(args.out or Path("results") / f"{name}-sweep")
+    heatmaps = [f"heatmap-{m}.png" for m in METRICS]
+    plots = [] if args.no_plots else ["sweep.png"] if len(axes) == 1 else heatmaps
+    data = ["points.csv", "points.keys", "sweep.json"]
+    outputs = RunOutputs(out, known=[*data, "sweep.png", *heatmaps], planned=[*data, *plots])
+    outputs.check()
     result = run_sweep(
         args.scenario,
         axes,
-        out=args.out,
+        out=out,
         executor=args.executor,
         jobs=args.jobs,
         scheduler=args.scheduler,
@@ -57,6 +69,7 @@ def run(args: argparse.Namespace) -> int:
     for line in summary_lines(result.rows, paths):
         print(line)
     pngs = [] if args.no_plots else plot_sweep(result.out, result.rows, paths, str(args.scenario))
+    outputs.finish()
     files = ", ".join(["points.csv", "sweep.json", *(p.name for p in pngs)])
     print(f"results: {result.out}/ ({files})")
     return 0
