@@ -189,11 +189,16 @@ def _check_names(sc: Scenario, file: str | None) -> None:
         except ConfigError as exc:
             raise unknown("schedule", f"schedules[{i}].name", spec.name, exc.allowed) from None
         try:
-            cls.Options.model_validate(spec.options)
+            opts = cls.Options.model_validate(spec.options)
         except ValidationError as exc:
             raise pydantic_to_config_error(
                 exc, file, cls.Options, ("schedules", i, "options")
             ) from None
+        try:
+            cls.check_options(opts)
+        except (UserError, ValueError) as exc:
+            msg = str(exc).removeprefix(f"{spec.name} options: ").removeprefix("spmv options: ")
+            raise ConfigError(file, f"schedules[{i}].options", spec.display, msg) from None
         _check_algorithms(spec.options, file, f"schedules[{i}].options")
         if w.model is None and cls.needs_model:
             raise ConfigError(

@@ -133,6 +133,12 @@ class Schedule(ABC):
     def __init__(self, options: Options | None = None) -> None:
         self.options = options if options is not None else self.Options()
 
+    @classmethod
+    def check_options(cls, options: Options) -> None:
+        """Checks beyond the Options schema, run when the scenario is loaded (before
+        simulating): raise ``UserError`` or ``ValueError`` with one sentence. Default: none."""
+        return None
+
     @abstractmethod
     def build(self, ctx: BuildContext) -> Iteration:
         """Programs for one (typical) training step."""

@@ -363,6 +363,10 @@ class SpMV(Schedule):
     needs_model = False  # the sparse network comes from the options
     Options = SpMVOptions
 
+    @classmethod
+    def check_options(cls, options: Options) -> None:
+        network_for(options)  # type: ignore[arg-type]  # radix / power-of-two constraints
+
     def plan(self, ctx: BuildContext, run: RunShape) -> list[Segment]:
         o: SpMVOptions = self.options  # type: ignore[assignment]
         full, rem = divmod(o.vectors, ctx.batch)

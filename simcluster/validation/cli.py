@@ -42,7 +42,9 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(None, "--set", args.which, "unknown case set", ["paper", "live", "all"])
     if args.jobs < 1:
         raise ConfigError(None, "--jobs", args.jobs, "out of range", "a value >= 1")
-    out = Path(args.out or Path("results") / "validate")
+    from simcluster.report.outdir import prepare_output_dir
+
+    out = prepare_output_dir(args.out or Path("results") / "validate")  # before any case runs
     results = []
     live_reports = []
     if args.live:
