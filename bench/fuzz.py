@@ -9,7 +9,8 @@ Each input is run in this process through ``simcluster.cli.main`` and sorted:
 - ``TRACEBACK``: an exception escaped ``main``;
 - ``HANG``: not finished within ``--bound`` seconds (SIGALRM);
 - ``BAD-ACCEPT``: exit 0 with a non-finite or negative number written;
-- ``MESSY``: another exit code, or an error of more than one line.
+- ``MESSY``: another exit code, or an error of more than one line;
+- ``NO-FILE``: a one-line error about a mutated file that names no file.
 
 Mutations (seeded, reproducible): on a random field anywhere in the document,
 a number is scaled by 0.1 to 1000 keeping its type (a plausible value) or
@@ -299,8 +300,11 @@ def _bad_numbers(path: Path) -> str | None:
     return None
 
 
-def classify(code: int | None, err: str, tb: str, results: Path | None) -> tuple[str, str]:
-    """(outcome, detail) for one run."""
+def classify(
+    code: int | None, err: str, tb: str, results: Path | None, folder: str | None = None
+) -> tuple[str, str]:
+    """(outcome, detail) for one run; with ``folder``, a one-line error must name a file
+    in it (the mutated input or the scenario that reads it), else it is ``NO-FILE``."""
     if tb == "HANG":
         return "HANG", ""
     if tb:
@@ -319,6 +323,8 @@ def classify(code: int | None, err: str, tb: str, results: Path | None) -> tuple
     if code in (2, 3) and len(errors) == 1:
         others = [ln for ln in lines if ln not in errors and not ln.startswith("usage:")]
         if not others:
+            if code == 2 and folder is not None and folder not in errors[0]:
+                return "NO-FILE", errors[0][:200]
             return ("error" if code == 2 else "bug-report"), errors[0][:160]
     return "MESSY", f"exit {code}: {' | '.join(lines)[:200]}"
 
@@ -445,7 +451,7 @@ def run_one(kind: str, seed: int, bound_s: float = 60.0) -> dict[str, Any]:
         cwd.mkdir()
         with inside(cwd):
             code, err, tb, secs = run_cli(argv, bound_s)
-        outcome, detail = classify(code, err, tb, results)
+        outcome, detail = classify(code, err, tb, results, None if kind == "cli" else d)
     return {
         "kind": kind,
         "seed": seed,
@@ -457,7 +463,7 @@ def run_one(kind: str, seed: int, bound_s: float = 60.0) -> dict[str, Any]:
     }
 
 
-FINDINGS = ("TRACEBACK", "HANG", "BAD-ACCEPT", "MESSY")
+FINDINGS = ("TRACEBACK", "HANG", "BAD-ACCEPT", "MESSY", "NO-FILE")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -39,7 +39,7 @@ def _check(kind: str, seed: int, tmp_path: Path) -> None:
     cwd.mkdir(exist_ok=True)
     with fuzz.inside(cwd):
         code, err, tb, _ = fuzz.run_cli(argv, 60.0)
-    outcome, detail = fuzz.classify(code, err, tb, results)
+    outcome, detail = fuzz.classify(code, err, tb, results, None if kind == "cli" else str(work))
     assert outcome in ("ok", "error"), f"{desc}: {outcome}: {detail}\n{tb}"
     if outcome == "error" and kind != "cli":  # the error names the mutated file
         assert str(work) in detail, detail
