@@ -80,13 +80,19 @@ def _model(name: str):
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--schedules", default="ddp,hsadmm,ssfusion-oi,nodebased")
-    ap.add_argument("--gpus", default="64,256,1024,4096,16384,65536")
-    ap.add_argument("--topology", default="puhti-2l")
-    ap.add_argument("--model", default="resnet152")
+    ap.add_argument(
+        "--schedules", default="ddp,hsadmm,ssfusion-oi,nodebased", help="comma list of schedules"
+    )
+    ap.add_argument(
+        "--gpus", default="64,256,1024,4096,16384,65536", help="comma list of GPU counts"
+    )
+    ap.add_argument("--topology", default="puhti-2l", help="topology of the dense rows")
+    ap.add_argument("--model", default="resnet152", help="zoo model of the dense rows")
     ap.add_argument("--spmv", default="512,4096", help="P for the spmv rows ('' for none)")
-    ap.add_argument("--spmv-topology", default="haswell-ib-xl")
-    ap.add_argument("--uncollapsed", action="store_true")
+    ap.add_argument("--spmv-topology", default="haswell-ib-xl", help="topology of the spmv rows")
+    ap.add_argument(
+        "--uncollapsed", action="store_true", help="simulate every rank, not one per rank class"
+    )
     ap.add_argument("--case", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.case:

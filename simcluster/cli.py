@@ -21,8 +21,7 @@ __all__ = ["main", "build_parser"]
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # argparse exits 2 too; keep one line
-        self.print_usage(sys.stderr)
-        self.exit(2, f"simcluster: error: {message}\n")
+        self.exit(2, f"simcluster: error: {message} (see `{self.prog} --help`)\n")
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -44,17 +43,32 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.network_model:
         sc = sc.model_copy(update={"network_model": args.network_model})
     from simcluster.report import format_table
+    from simcluster.report.files import dumps
+    from simcluster.report.outdir import RunOutputs, prepare_output_dir
+    from simcluster.report.sanity import check_records
     from simcluster.schedules import scenario_schedules
 
+    # The folder is checked (and stale outputs found) before anything is simulated.
+    out = prepare_output_dir(args.out or sc.output or Path("results") / sc.name)
+    plots = [] if args.no_plots else ["scaling.png", "breakdown.png"]
+    outputs = RunOutputs(
+        out,
+        known=["results.json", "results.csv", "trace.json", "scaling.png", "breakdown.png"],
+        planned=["results.json", "results.csv", "trace.json", *plots],
+    )
+    outputs.check()
+    from simcluster.sizing import check_size
+
+    check_size(sc, args.max_memory)
     for cls in scenario_schedules(sc):
         cls.prepare(sc)  # e.g. sparse-DNN partitions, in parallel
     result = run_scenario(sc, progress=ProgressBar(log_every=5.0))  # lines in logs too
     payload = result.to_json()
-    out = Path(args.out or sc.output or Path("results") / sc.name)
-    out.mkdir(parents=True, exist_ok=True)
+    check_records(result.records, "results")
+    text = dumps(payload)  # strict JSON; a NaN stops here, before any file is written
+    write_chrome_trace(out / "trace.json", result.traces)
     write_json(out / "results.json", payload)
     write_csv(out / "results.csv", result.records)
-    write_chrome_trace(out / "trace.json", result.traces)
     if not args.no_plots:
         plot_scaling(out / "scaling.png", result.records, f"{sc.name}: {sc.study.kind} scaling")
         plot_breakdown(
@@ -65,8 +79,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     from simcluster.report.table import memory_warnings
 
     warnings = memory_warnings(result.records)
+    outputs.finish()
     if args.json:
-        print(json.dumps(payload, indent=2))
+        print(text, end="")
         return _memory_verdict(warnings, args.strict_memory)
     print(f"scenario {sc.name}: {sc.description}".rstrip(": "))
     w = sc.workload
@@ -86,7 +101,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(segments)
     largest = max(r["gpus"] for r in result.records)
     print(
-        f"results: {out}/ (results.json, results.csv, scaling.png, breakdown.png, "
+        f"results: {out}/ (results.json, results.csv, {''.join(p + ', ' for p in plots)}"
         f"trace.json = one iteration at {largest} GPUs, open in https://ui.perfetto.dev)"
     )
     print(f"simulated {len(result.records)} configurations in {result.wall_s:.2f} s")
@@ -123,15 +138,16 @@ def cmd_spmv_table(args: argparse.Namespace) -> int:
 
 
 def cmd_topo(args: argparse.Namespace) -> int:
+    from simcluster.report.outdir import prepare_output_dir
     from simcluster.topology.summary import topology_cli
 
     png = None
     if not args.no_png:
         png = args.png or str(Path("results") / "topology" / f"{Path(args.topology).stem}.png")
-        Path(png).parent.mkdir(parents=True, exist_ok=True)
-    print(topology_cli(args.topology, png, args.nodes))
-    if png:
-        print(f"drawing: {png}")
+        if Path(png).suffix.lower() != ".png":
+            raise UserError(f"--png {png[:80]}: the drawing is a PNG; give a name ending in .png")
+        prepare_output_dir(Path(png).parent, "--png")
+    print(topology_cli(args.topology, png, args.nodes))  # names the picture once
     return 0
 
 
@@ -142,6 +158,16 @@ def cmd_list(args: argparse.Namespace) -> int:
     from simcluster.topology import list_topologies
     from simcluster.workload import MODELS, list_models
 
+    if getattr(args, "json", False):
+        payload = {
+            "models": {m: MODELS[m].description for m in list_models()},
+            "topologies": list_topologies(),
+            "device_profiles": list_profiles(),
+            "network_profiles": list_network_profiles(),
+            "schedules": {s: SCHEDULES[s].summary for s in list_schedules()},
+        }
+        print(json.dumps(payload, indent=2, allow_nan=False))
+        return 0
     print("models:")
     for m in list_models():
         print(f"  {m:<18} {MODELS[m].description}")
@@ -279,6 +305,12 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="exit 2 when a configuration needs more memory per GPU than the device has",
     )
+    r.add_argument(
+        "--max-memory",
+        type=float,
+        metavar="GB",
+        help="refuse studies whose size estimate exceeds this (default: 3/4 of this machine)",
+    )
     r.set_defaults(func=cmd_run)
     t = sub.add_parser("topo", help="summarise a topology and draw it to PNG")
     t.add_argument("topology", help="topology name or YAML file")
@@ -287,6 +319,7 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--no-png", action="store_true", help="print the summary only")
     t.set_defaults(func=cmd_topo)
     li = sub.add_parser("list", help="models, topologies, profiles and schedules")
+    li.add_argument("--json", action="store_true", help="print the lists as one JSON object")
     li.set_defaults(func=cmd_list)
     sp = sub.add_parser("spmv-table", help="sparse-DNN partition metrics (SpMV paper Table 1)")
     sp.add_argument("scenario", help="scenario YAML file with spmv schedules")
@@ -300,7 +333,11 @@ def build_parser() -> argparse.ArgumentParser:
         "[LOG ...]: fit a measured network profile to nccl-tests stdout",
     )
     c.add_argument(
-        "action", nargs="?", default="measure", choices=["measure", "derive", "check", "nccl-tests"]
+        "action",
+        nargs="?",
+        default="measure",
+        choices=["measure", "derive", "check", "nccl-tests"],
+        help="measure (default), derive, check or nccl-tests; see the description above",
     )
     c.add_argument("logs", nargs="*", help="nccl-tests: stdout logs of nccl-tests runs")
     c.add_argument("--topology", help="nccl-tests: topology the logs ran on (default dgx-a100)")
@@ -354,12 +391,22 @@ def build_parser() -> argparse.ArgumentParser:
     )
     n.add_argument("--topology", required=True, help="topology name or YAML file")
     n.add_argument("--nodes", type=int, help="number of nodes (default: the file's)")
-    n.add_argument("--op", default="all_reduce", choices=sorted(NCCL_TEST_OPS))
+    n.add_argument(
+        "--op",
+        default="all_reduce",
+        choices=sorted(NCCL_TEST_OPS),
+        help="the nccl-tests binary's operation (default all_reduce)",
+    )
     n.add_argument("-b", "--minbytes", default="8", help="smallest size (8, 64K, 8M, 8G)")
     n.add_argument("-e", "--maxbytes", default="128M", help="largest size")
     n.add_argument("-f", "--stepfactor", type=int, default=2, help="size multiplier")
     n.add_argument("--network-profile", default="nccl-spec", help="network profile name or JSON")
-    n.add_argument("--network-model", default="maxmin", choices=["maxmin", "closed-form"])
+    n.add_argument(
+        "--network-model",
+        default="maxmin",
+        choices=["maxmin", "closed-form"],
+        help="maxmin (contention, default) or closed-form",
+    )
     n.add_argument("--algo", default="auto", help="all_reduce algorithm (NCCL_ALGO), or auto")
     n.add_argument("--proto", default="auto", help="LL, LL128, Simple (NCCL_PROTO), or auto")
     n.add_argument("--json", action="store_true", help="print the rows as JSON")
@@ -398,6 +445,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UserError as exc:
         print(f"simcluster: error: {exc}", file=sys.stderr)
         return exc.exit_code
+    except OSError as exc:  # the file system refused a path the user gave (too long, ...)
+        name = str(exc.filename or "")
+        name = name if len(name) <= 80 else name[:77] + "..."
+        print(f"simcluster: error: {name}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print("simcluster: interrupted", file=sys.stderr)
         return 130

@@ -20,6 +20,7 @@ __all__ = [
     "UserError",
     "ConfigError",
     "UnknownNameError",
+    "ResultError",
     "did_you_mean",
     "format_path",
 ]
@@ -68,6 +69,16 @@ class UserError(SimclusterError):
     """Bad input from the user: reported without a traceback, exit code 2."""
 
     exit_code = 2
+
+
+class ResultError(UserError):
+    """A simulated number that cannot be right (NaN, infinite, a negative time): a bug.
+
+    Reported in one line like bad input, but with exit code 3: the input was
+    valid, the model was not.
+    """
+
+    exit_code = 3
 
 
 class ConfigError(UserError):

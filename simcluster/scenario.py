@@ -11,8 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import yaml
-from pydantic import Field, ValidationError
+from pydantic import Field, ValidationError, field_validator
 
 from simcluster.errors import ConfigError, UserError
 from simcluster.registry import Registered
@@ -100,7 +99,7 @@ class Heterogeneity(StrictModel):
 
 
 class Scenario(StrictModel):
-    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")
+    name: str = Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.-]+$")
     description: str = ""
     topology: str
     profile: str
@@ -116,20 +115,23 @@ class Scenario(StrictModel):
     # Filled by load_scenario: where it came from.
     source: str | None = None
 
+    @field_validator("name")
+    @classmethod
+    def _not_dots(cls, v: str) -> str:
+        if set(v) == {"."}:
+            raise ValueError("a name of dots only would name a folder above the results")
+        return v
+
 
 # --- loading ------------------------------------------------------------------------------
 
 
 def _read_yaml(path: Path) -> Any:
-    if not path.is_file():
+    from simcluster.inputs import load_yaml
+
+    if not path.exists():
         raise UserError(f"{path}: no such scenario file")
-    try:
-        return yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "?"
-        problem = getattr(exc, "problem", None) or "cannot parse"
-        raise ConfigError(str(path), "<yaml>", where, f"not valid YAML: {problem}") from None
+    return load_yaml(path, "scenario file")
 
 
 def parse_scenario(data: Any, file: str | None = None) -> Scenario:
@@ -249,13 +251,19 @@ def _check_names(sc: Scenario, file: str | None) -> None:
         except ConfigError as exc:
             raise unknown("schedule", f"schedules[{i}].name", spec.name, exc.allowed) from None
         try:
-            cls.Options.model_validate(spec.options)
+            opts = cls.Options.model_validate(spec.options)
         except ValidationError as exc:
             raise pydantic_to_config_error(
                 exc, file, cls.Options, ("schedules", i, "options")
             ) from None
         # option fields that name a registered thing (an algorithm): known names only
         check_registered(cls.Options, spec.options, file, f"schedules[{i}].options")
+        try:
+            cls.check_options(opts)
+        except (UserError, ValueError) as exc:
+            msg = str(exc).removeprefix(f"{spec.name} options: ").removeprefix("spmv options: ")
+            raise ConfigError(file, f"schedules[{i}].options", spec.display, msg) from None
+        _check_algorithms(spec.options, file, f"schedules[{i}].options")
         if w.model is None and w.trace is None and cls.needs_model:
             raise ConfigError(
                 file,
@@ -408,6 +416,20 @@ def workload_profile(sc: Scenario, model: Any):
     if tp is None or tp == sc.profile:
         return TracedProfile(base, model)
     return TracedProfile(base, model, device_spec(tp), device_spec(sc.profile))
+
+
+def _check_algorithms(options: dict[str, Any], file: str | None, where: str) -> None:
+    """Any option named ``algorithm`` or ``*_algorithm`` must name a collective algorithm."""
+    from simcluster.collectives.registry import ALGORITHMS
+    from simcluster.errors import UnknownNameError
+
+    known = sorted({"auto", *(a for table in ALGORITHMS.values() for a in table)})
+    for key, value in options.items():
+        if (key == "algorithm" or key.endswith("_algorithm")) and isinstance(value, str):
+            if value not in known:
+                raise UnknownNameError(
+                    "collective algorithm", value, known, file=file, path=f"{where}.{key}"
+                )
 
 
 def resolved_input_size(w: Workload) -> int | None:

@@ -12,17 +12,33 @@ import types
 import typing
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError
 
 from simcluster.errors import ConfigError, did_you_mean, format_path
 
-__all__ = ["StrictModel", "annotation_at", "pydantic_to_config_error"]
+__all__ = ["STRICT_CONFIG", "ListTuple", "StrictModel", "annotation_at", "pydantic_to_config_error"]
+
+
+#: every schema model: unknown keys refused; no coercion (``true`` is not 1, ``"64"`` is not
+#: 64); NaN and infinities refused. A subclass's new fields get the same treatment.
+STRICT_CONFIG = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
+
+
+def _list_to_tuple(value: Any) -> Any:
+    return tuple(value) if isinstance(value, list) else value
+
+
+#: Strict models take a tuple field only as a tuple; files hold lists. Wrap tuple fields:
+#: ``pair: ListTuple[tuple[int, int]]`` (the items stay strict).
+class ListTuple:
+    def __class_getitem__(cls, tp: Any) -> Any:
+        return typing.Annotated[tp, BeforeValidator(_list_to_tuple)]
 
 
 class StrictModel(BaseModel):
-    """A frozen schema model that rejects unknown keys."""
+    """A frozen schema model that rejects unknown keys, coercion and non-finite numbers."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = STRICT_CONFIG
 
 
 def _unwrap(ann: Any) -> Any:

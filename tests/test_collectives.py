@@ -6,6 +6,7 @@ import pytest
 
 from simcluster.collectives import CollectiveCall, CommContext, estimate_phases, lower
 from simcluster.engine import Engine
+from simcluster.errors import UserError
 from simcluster.program import RankClass, collective
 
 B = 12.5e9
@@ -100,7 +101,7 @@ def test_auto_prefers_tree_for_tiny_messages_on_many_nodes(star_cluster):
 
 def test_halving_doubling_needs_power_of_two(ring_cluster):
     cluster = ring_cluster(6, B, ALPHA)
-    with pytest.raises(ValueError, match="power-of-two"):
+    with pytest.raises(UserError, match="power-of-two"):
         lower(
             CommContext(cluster),
             CollectiveCall("allreduce", (tuple(range(6)),), 1e6, "halving-doubling"),

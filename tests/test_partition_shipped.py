@@ -118,9 +118,9 @@ def test_progress_bar_logs_plain_lines_without_a_terminal(tty, monkeypatch):
     if tty:
         assert "\r[" in text
     else:
-        assert text.splitlines()[0].startswith("progress 1/2 ") and "\r" not in text
+        assert text.splitlines()[0].startswith("simcluster: progress 1/2 ") and "\r" not in text
     quiet = io.StringIO()
-    ProgressBar(quiet)(1, 2, "a")  # log_every = 0: silent in logs, as before
+    ProgressBar(quiet)(1, 2, "a")  # default: a line only after 5 s of work
     assert quiet.getvalue() == ""
 
 

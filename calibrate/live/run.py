@@ -585,26 +585,28 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--module", help="PKG.MODULE:FUNCTION returning an nn.Module")
     p.add_argument("--input-shape", help="per-sample input shape for --model/--module models")
     p.add_argument("--tokens", type=int, default=0, help="integer inputs below this vocab")
-    p.add_argument("--batch", type=int, default=8)
-    p.add_argument("--iterations", type=int, default=3)
-    p.add_argument("--warmup", type=int, default=1)
+    p.add_argument("--batch", type=int, default=8, help="samples per rank per step")
+    p.add_argument("--iterations", type=int, default=3, help="measured iterations per pattern")
+    p.add_argument("--warmup", type=int, default=1, help="unmeasured iterations first")
     p.add_argument("--threads", type=int, default=1, help="torch threads per process")
-    p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
-    p.add_argument("--bucket-mb", type=float, default=25.0)
-    p.add_argument("--fusion-mb", type=float, default=4.0)
-    p.add_argument("--density", type=float, default=0.01)
+    p.add_argument("--device", default="cpu", choices=["cpu", "cuda"], help="where ranks compute")
+    p.add_argument("--bucket-mb", type=float, default=25.0, help="DDP gradient bucket, MB")
+    p.add_argument("--fusion-mb", type=float, default=4.0, help="fusion buffer, MB")
+    p.add_argument("--density", type=float, default=0.01, help="top-k fraction kept")
     p.add_argument(
         "--small-numel",
         type=int,
         default=102_400,
         help="fusion: tensors below this many elements go dense (SSFusion's 200 KB)",
     )
-    p.add_argument("--keep", type=float, default=0.5)
-    p.add_argument("--local-steps", type=int, default=1)
-    p.add_argument("--k-prime", type=int, default=2)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--calibration-reps", type=int, default=7)
-    p.add_argument("--out", default="results/live/live.json")
+    p.add_argument("--keep", type=float, default=0.5, help="hsadmm: fraction of structures kept")
+    p.add_argument("--local-steps", type=int, default=1, help="hsadmm: local steps per consensus")
+    p.add_argument("--k-prime", type=int, default=2, help="nodebased: steps between averages")
+    p.add_argument("--seed", type=int, default=0, help="random seed")
+    p.add_argument(
+        "--calibration-reps", type=int, default=7, help="repeats per collective calibration size"
+    )
+    p.add_argument("--out", default="results/live/live.json", help="live-run JSON to write")
     return p.parse_args(argv)
 
 

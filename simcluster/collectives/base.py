@@ -19,6 +19,7 @@ from functools import cached_property
 import numpy as np
 
 from simcluster.collectives.protocols import Protocol, family_of, parse_protocols
+from simcluster.errors import UserError
 from simcluster.network.flow import FlowBatch, FlowSpec
 from simcluster.program import OPS, CollectiveCall  # the op vocabulary lives with the programs
 from simcluster.topology.nodes import NVLINK_KINDS
@@ -58,6 +59,13 @@ class CommContext:
         factors = np.array([eff.get(k, 1.0) for k in cluster.link_kind], dtype=np.float64)
         #: effective capacity of each directed link, bytes/s
         self.capacity = np.asarray(cluster.link_bandwidth, dtype=np.float64) * factors
+        bad = ~(np.isfinite(self.capacity) & (self.capacity > 0))
+        if bad.any():  # NaN or zero capacity would stall max-min; profiles are checked first
+            i = int(np.argmax(bad))
+            raise UserError(
+                f"link kind {cluster.link_kind[i]!r}: effective bandwidth "
+                f"{self.capacity[i]!r} B/s is not a positive finite number"
+            )
         self._alpha: dict[tuple[int, int], float] = {}
         self._pxn: dict[tuple[int, int], tuple[int, ...]] = {}
         #: lowered collective shapes (per-unit-byte flow batches), see registry.lower

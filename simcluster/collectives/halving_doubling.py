@@ -8,6 +8,7 @@ one phase of pairwise exchanges.
 from __future__ import annotations
 
 from simcluster.collectives.base import CollectiveCall, CommContext, Phase
+from simcluster.errors import UserError
 
 __all__ = ["allreduce"]
 
@@ -17,7 +18,10 @@ def allreduce(ctx: CommContext, call: CollectiveCall, group: tuple[int, ...]) ->
     if p < 2:
         return []
     if p & (p - 1):
-        raise ValueError(f"halving-doubling needs a power-of-two group, got {p} ranks")
+        raise UserError(  # a scenario choice, not a model bug: one line, exit 2
+            f"algorithm halving-doubling needs a power-of-two group, got {p} ranks; "
+            "choose ring, tree or auto for this size"
+        )
     phases: list[Phase] = []
     size = call.nbytes
     dist = p // 2

@@ -8,14 +8,15 @@ profiles, ``calibrate/profiles/network/*.json``).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from simcluster.compute.profile import DeviceProfile, SpecProfile
+from simcluster.compute.profile_schema import validate_network, validate_spec_device
 from simcluster.errors import ConfigError, UnknownNameError
+from simcluster.inputs import load_json
 from simcluster.paths import network_profiles_dir, profiles_dir
 from simcluster.registry import Registry
 
@@ -77,14 +78,11 @@ def _resolve(name_or_path: str, folder: Path, kind: str, known: list[str]) -> Pa
 
 
 def _read(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text())
-    except json.JSONDecodeError as exc:
-        raise ConfigError(str(path), "<root>", f"line {exc.lineno}", "not valid JSON") from None
+    data = load_json(path, "profile")
     if not isinstance(data, dict):
         raise ConfigError(str(path), "<root>", type(data).__name__, "a profile is a JSON object")
     version = data.get("schema_version")
-    if version != SCHEMA_VERSION:
+    if type(version) is not int or version != SCHEMA_VERSION:
         raise ConfigError(
             str(path),
             "schema_version",
@@ -95,6 +93,11 @@ def _read(path: Path) -> dict[str, Any]:
     for key in ("name", "kind", "provenance"):
         if key not in data:
             raise ConfigError(str(path), key, None, "missing field")
+    for key in ("name", "kind"):
+        if not isinstance(data[key], str) or not data[key]:
+            raise ConfigError(str(path), key, data[key], "must be a non-empty string")
+    if not isinstance(data["provenance"], dict):
+        raise ConfigError(str(path), "provenance", data["provenance"], "must be a mapping")
     if data["kind"] not in ("measured", "derived", "spec", "fitted"):
         raise ConfigError(
             str(path),
@@ -131,10 +134,7 @@ def load_profile(name_or_path: str) -> DeviceProfile:
 
 
 def _load_spec(data: dict[str, Any], path: Path) -> DeviceProfile:
-    dev = data["device"]
-    for key in ("peak_flops", "memory_bandwidth", "launch_overhead_s", "efficiency"):
-        if key not in dev:
-            raise ConfigError(str(path), f"device.{key}", None, "missing field")
+    dev = validate_spec_device(data["device"], str(path)).model_dump(exclude_none=True)
     return SpecProfile(data["name"], dev, data["provenance"])
 
 
@@ -157,16 +157,16 @@ def load_network_profile(name_or_path: str) -> NetworkProfile:
         name_or_path, network_profiles_dir(), "network profile", list_network_profiles()
     )
     data = _read(path)
-    net = data.get("network")
-    if not isinstance(net, dict) or "per_message_overhead_s" not in net:
+    if "network" not in data:
         raise ConfigError(str(path), "network.per_message_overhead_s", None, "missing field")
+    net = validate_network(data["network"], str(path))
     return NetworkProfile(
         name=data["name"],
         kind=data["kind"],
-        per_message_overhead_s=float(net["per_message_overhead_s"]),
-        link_efficiency={k: float(v) for k, v in net.get("link_efficiency", {}).items()},
+        per_message_overhead_s=net.per_message_overhead_s,
+        link_efficiency=dict(net.link_efficiency),
         provenance=data["provenance"],
-        collectives=dict(net.get("collectives", {})),
-        protocols=dict(net.get("protocols", {})),
+        collectives=dict(net.collectives),
+        protocols=dict(net.protocols),
         file=str(path),
     )

@@ -137,18 +137,19 @@ class Fit:
             if key not in data:
                 raise ConfigError(file, f"{where}.{key}", None, "missing field")
         feats, coef = data["features"], data["coef"]
-        if not isinstance(feats, list) or not all(f in FEATURES for f in feats):
+        if not isinstance(feats, list) or not all(
+            isinstance(f, str) and f in FEATURES for f in feats
+        ):
             raise ConfigError(file, f"{where}.features", feats, "unknown feature", list(FEATURES))
         if not isinstance(coef, list) or len(coef) != len(feats):
             raise ConfigError(
                 file, f"{where}.coef", coef, "needs one number per feature", f"{len(feats)} numbers"
             )
-        try:
-            values = tuple(float(c) for c in coef)
-        except (TypeError, ValueError):
-            raise ConfigError(file, f"{where}.coef", coef, "coefficients must be numbers") from None
-        if any(c < 0 or c != c for c in values):
-            raise ConfigError(file, f"{where}.coef", coef, "coefficients must be >= 0")
+        from simcluster.compute.profile_schema import check_number
+
+        values = tuple(
+            check_number(c, file, f"{where}.coef[{i}]", minimum=0.0) for i, c in enumerate(coef)
+        )
         return cls(tuple(feats), values)
 
 
@@ -486,14 +487,11 @@ class MeasuredProfile(DeviceProfile):
                         fit_at(("memcpy", kind))
             else:
                 fit_at((family,))
-        cache = dev.get("roofline", {}).get("cache_bytes", 0.0) if isinstance(dev, dict) else 0.0
-        try:
-            cache = float(cache)
-        except (TypeError, ValueError):
-            raise ConfigError(
-                file, "device.roofline.cache_bytes", cache, "must be a number"
-            ) from None
+        from simcluster.compute.profile_schema import check_number
+
         roof = dev.get("roofline", {}) if isinstance(dev, dict) else {}
+        cache = roof.get("cache_bytes", 0.0) if isinstance(roof, dict) else 0.0
+        cache = check_number(cache, file, "device.roofline.cache_bytes", minimum=0.0)
         peaks = roof.get("peak_flops", {}) if isinstance(roof, dict) else {}
         return cls(
             data["name"], data["kind"], data["provenance"], compute, kernels, alias, file, sources,

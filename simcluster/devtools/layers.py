@@ -6,7 +6,8 @@ and exits 1 listing each import that points the wrong way; 0 when there is none.
 
 Rules: a unit may import what the "knows" column of ARCHITECTURE.md's layer
 table says it knows (``KNOWS``, every entry a layer below it in ``LAYERS``), and
-the foundation modules (errors, registry, paths, schema, program: the op
+the foundation modules (errors, registry, paths, schema, inputs: the guarded file
+reader, workers: process pools that die with their parent, program: the op
 vocabulary) from anywhere; the foundation imports only itself. So a schedule
 never reaches the engine (SimPy) or a link, and the network never knows what a
 schedule is. Calibration imports nothing of the simulator but the profile format
@@ -30,7 +31,7 @@ __all__ = ["LAYERS", "KNOWS", "FOUNDATION", "Violation", "check", "main"]
 #: top to bottom; a unit is ``simcluster.<unit>`` (a module or a subpackage)
 LAYERS: list[tuple[str, frozenset[str]]] = [
     ("interface", frozenset({"cli", "api", "report", "sweep", "validation", "devtools"})),
-    ("set-up", frozenset({"study", "simulation"})),
+    ("set-up", frozenset({"study", "simulation", "sizing"})),
     ("scenario", frozenset({"scenario"})),
     ("schedules", frozenset({"schedules"})),
     ("partition", frozenset({"partition"})),
@@ -46,7 +47,8 @@ _BELOW_INTERFACE = frozenset(u for _, units in LAYERS[1:] for u in units)
 KNOWS: dict[str, frozenset[str]] = {
     **{u: _BELOW_INTERFACE for u in LAYERS[0][1]},  # interface: everything below it
     "study": _BELOW_INTERFACE - {"study"},
-    "simulation": _BELOW_INTERFACE - {"study", "simulation"},
+    "simulation": _BELOW_INTERFACE - {"study", "simulation", "sizing"},
+    "sizing": _BELOW_INTERFACE - {"study", "simulation", "sizing"},
     # names of topologies, profiles, models, schedules (and the registries it checks)
     "scenario": frozenset(
         {"topology", "compute", "workload", "schedules", "collectives", "network"}
@@ -61,7 +63,9 @@ KNOWS: dict[str, frozenset[str]] = {
     "topology": frozenset(),
 }
 #: importable from every layer; imports nothing above itself
-FOUNDATION = frozenset({"", "errors", "registry", "paths", "schema", "program"})
+FOUNDATION = frozenset(
+    {"", "errors", "registry", "paths", "schema", "program", "inputs", "workers"}
+)
 #: what calibration may use of the simulator (besides the foundation)
 #: (``calibrate nccl-tests`` fits a network profile with the simulator's own collective
 #: model: topology, collectives, network and the simulated nccl-tests table)

@@ -63,6 +63,15 @@ def kahypar_config_path(config: str | None = None) -> Path:
         p = Path(config)
         if not p.is_file():
             raise UserError(f"KaHyPar configuration file not found: {config}")
+        from simcluster.errors import ConfigError
+        from simcluster.inputs import read_text
+
+        for n, line in enumerate(read_text(p, "KaHyPar configuration").splitlines(), 1):
+            s = line.strip()
+            if s and not s.startswith(("#", ";", "[")) and "=" not in s:
+                raise ConfigError(
+                    str(p), f"line {n}", s[:60], "not a KaHyPar .ini line", "key=value or # comment"
+                )
         return p
     ref = resources.files("simcluster.partition") / "data" / KAHYPAR_PRESET
     return Path(str(ref))

@@ -10,7 +10,6 @@ are written, so the file stays small enough for Perfetto.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from simcluster.engine import Trace
@@ -59,6 +58,9 @@ def trace_events(traces: dict[str, Trace], max_classes: int = 32) -> list[dict]:
 
 
 def write_chrome_trace(path: Path, traces: dict[str, Trace]) -> None:
-    path.write_text(
-        json.dumps({"traceEvents": trace_events(traces), "displayTimeUnit": "ms"}) + "\n"
-    )
+    from simcluster.report.outdir import write_text_atomic
+
+    payload = {"traceEvents": trace_events(traces), "displayTimeUnit": "ms"}
+    from simcluster.report.files import dumps
+
+    write_text_atomic(path, dumps(payload, indent=None, what="trace"))

@@ -48,8 +48,12 @@ def plot_scaling(path: Path, records: Sequence[dict[str, Any]], title: str) -> N
     ax1.legend()
     fig.suptitle(title)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    from simcluster.report.outdir import save_figure
+
+    try:
+        save_figure(fig, path)
+    finally:
+        plt.close(fig)
 
 
 def _full(rec: dict[str, Any], key: str) -> float:
@@ -92,5 +96,9 @@ def plot_breakdown(path: Path, records: Sequence[dict[str, Any]], title: str) ->
     ax.set_title(title)
     ax.grid(axis="y", alpha=0.3)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    from simcluster.report.outdir import save_figure
+
+    try:
+        save_figure(fig, path)
+    finally:
+        plt.close(fig)

@@ -1,9 +1,4 @@
-"""A small progress bar on stderr: redrawn on a terminal, plain lines in logs.
-
-When stderr is not a terminal (a log file, CI), ``log_every`` seconds > 0 makes
-the bar write one plain line at most that often while work is under way, so a
-long run shows progress in its log; runs shorter than that write nothing.
-"""
+"""Progress on stderr: a redrawn bar on a terminal, a plain line every few seconds in logs."""
 
 from __future__ import annotations
 
@@ -15,26 +10,47 @@ __all__ = ["ProgressBar"]
 
 
 class ProgressBar:
-    """``bar(done, total, label)`` redraws one line on a TTY; see the module docstring."""
+    """``bar(done, total, label)`` redraws one line on a terminal.
+
+    When stderr is not a terminal (a log file, a batch job), it writes a plain
+    ``simcluster: progress ...`` line at most every ``interval_s`` seconds (none
+    for work that ends sooner), and a last one when work that printed ends.
+    """
 
     def __init__(
-        self, stream: TextIO | None = None, width: int = 30, log_every: float = 0.0
+        self,
+        stream: TextIO | None = None,
+        width: int = 30,
+        interval_s: float = 5.0,
+        log_every: float | None = None,
     ) -> None:
+        """``log_every``: the same as ``interval_s`` (seconds between log lines)."""
+        if log_every is not None:
+            interval_s = log_every
         self.stream = stream or sys.stderr
         self.width = width
         self.enabled = hasattr(self.stream, "isatty") and self.stream.isatty()
-        self.log_every = log_every
-        self.t0 = self.last = time.perf_counter()
+        self.t0 = time.perf_counter()
+        self.interval_s = interval_s
+        self._last = self.t0
+        self._printed = False
+
+    def _log_line(self, done: int, total: int, label: str) -> None:
+        now = time.perf_counter()
+        if now - self._last < self.interval_s and not (done >= total and self._printed):
+            return
+        self._last = now
+        self._printed = True
+        self.stream.write(
+            f"simcluster: progress {done}/{total} after {now - self.t0:.0f} s: {label[:60]}\n"
+        )
+        self.stream.flush()
 
     def __call__(self, done: int, total: int, label: str) -> None:
         if total <= 0:
             return
         if not self.enabled:
-            now = time.perf_counter()
-            if self.log_every > 0 and now - self.last >= self.log_every:
-                self.last = now
-                self.stream.write(f"progress {done}/{total} {now - self.t0:.1f}s {label}\n")
-                self.stream.flush()
+            self._log_line(done, total, label)
             return
         filled = int(self.width * done / total)
         bar = "#" * filled + "-" * (self.width - filled)

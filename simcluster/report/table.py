@@ -37,16 +37,20 @@ def human_bytes(n: float) -> str:
     return f"{n:.1f} TB"
 
 
-def format_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
-    """Plain aligned table: first column left, others right."""
+def format_table(
+    headers: Sequence[str], rows: Sequence[Sequence[Any]], left: Sequence[int] = (0,)
+) -> str:
+    """Plain aligned table: columns in ``left`` (default the first) left, others right;
+    no trailing spaces."""
     cells = [[str(h) for h in headers]] + [[str(c) for c in r] for r in rows]
     widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
 
     def line(r: Sequence[str]) -> str:
-        parts = [r[0].ljust(widths[0])] + [
-            c.rjust(w) for c, w in zip(r[1:], widths[1:], strict=True)
+        parts = [
+            c.ljust(w) if i in left else c.rjust(w)
+            for i, (c, w) in enumerate(zip(r, widths, strict=True))
         ]
-        return "  ".join(parts)
+        return "  ".join(parts).rstrip()
 
     sep = "  ".join("-" * w for w in widths)
     return "\n".join([line(cells[0]), sep] + [line(r) for r in cells[1:]])
@@ -172,5 +176,7 @@ def segment_table(records: Sequence[dict[str, Any]]) -> str:
     if not rows:
         return ""
     head = f"other programs at {largest} GPUs (per run of each; breakdown on the first rank class)"
-    table = format_table(["schedule", "program", "runs", "time", "inter-node", "breakdown"], rows)
+    table = format_table(
+        ["schedule", "program", "runs", "time", "inter-node", "breakdown"], rows, left=(0, 1, 5)
+    )
     return head + "\n" + table + "\n"

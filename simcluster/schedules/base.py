@@ -38,7 +38,7 @@ __all__ = [
 class Options(BaseModel):
     """Base of every schedule's options: unknown keys are errors."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
 
 
 def algorithm_name(*ops: str) -> Any:
@@ -161,6 +161,12 @@ class Schedule(ABC):
         """Extra (title, headers, rows) tables for the report of ``scenario``; with
         ``records`` of a run, or without any run (``simcluster spmv-table``). Default: none."""
         return []
+
+    @classmethod
+    def check_options(cls, options: Options) -> None:
+        """Checks beyond the Options schema, run when the scenario is loaded (before
+        simulating): raise ``UserError`` or ``ValueError`` with one sentence. Default: none."""
+        return None
 
     @abstractmethod
     def build(self, ctx: BuildContext) -> Iteration:

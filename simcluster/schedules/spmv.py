@@ -380,6 +380,10 @@ class SpMV(Schedule):
 
     Options = SpMVOptions
 
+    @classmethod
+    def check_options(cls, options: Options) -> None:
+        network_for(options)  # type: ignore[arg-type]  # radix / power-of-two constraints
+
     def plan(self, ctx: BuildContext, run: RunShape) -> list[Segment]:
         o: SpMVOptions = self.options  # type: ignore[assignment]
         full, rem = divmod(o.vectors, ctx.batch)
@@ -524,11 +528,10 @@ def prefetch_partitions(sc, workers: int | None = None) -> None:
     goes to stderr: one self-overwriting line on a terminal, else one line per
     finished job (so that logs show it too).
     """
-    import multiprocessing
     import os
     import sys
     import time
-    from concurrent.futures import ProcessPoolExecutor, as_completed
+    from concurrent.futures import as_completed
 
     jobs = [
         (label, o, p)
@@ -561,8 +564,9 @@ def prefetch_partitions(sc, workers: int | None = None) -> None:
 
     done = 0
     if n > 1:
-        ctx = multiprocessing.get_context("spawn")  # no fork of a threaded parent
-        with ProcessPoolExecutor(max_workers=n, mp_context=ctx) as pool:
+        from simcluster.workers import process_pool
+
+        with process_pool(n) as pool:
             futs = {
                 pool.submit(_prefetch_job, o.model_dump(), p, sc.seed): (label, p)
                 for label, o, p in kah

@@ -24,25 +24,44 @@ def add_arguments(s: argparse.ArgumentParser) -> None:
     s.add_argument("--scheduler", help="dask scheduler address, e.g. tcp://host:8786")
     s.add_argument("--resume", action="store_true", help="keep the points already in points.csv")
     s.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+    s.add_argument(
+        "--max-memory",
+        type=float,
+        metavar="GB",
+        help="refuse points whose size estimate exceeds this (default: 3/4 of this machine)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
     from simcluster.report import ProgressBar
-    from simcluster.sweep.plots import plot_sweep, summary_lines
-    from simcluster.sweep.runner import parse_axis, run_sweep
+    from simcluster.report.outdir import RunOutputs, prepare_output_dir
+    from simcluster.sweep.plots import METRICS, plot_sweep, summary_lines
+    from simcluster.sweep.runner import load_base, parse_axis, run_sweep
 
     axes = [parse_axis(a) for a in args.axes]
     from simcluster.paths import find_scenario
 
+    # The folder holds this sweep's outputs only: plots of an earlier grid shape go.
+    base = load_base(find_scenario(args.scenario))
+    name = str(base.get("name", Path(args.scenario).stem))
+    out = prepare_output_dir(args.out or Path("results") / f"{name}-sweep")
+    heatmaps = [f"heatmap-{m}.png" for m in METRICS]
+    plots = [] if args.no_plots else ["sweep.png"] if len(axes) == 1 else heatmaps
+    data = ["points.csv", "points.keys", "sweep.json"]
+    outputs = RunOutputs(out, known=[*data, "sweep.png", *heatmaps], planned=[*data, *plots])
+    outputs.check()
     result = run_sweep(
         find_scenario(args.scenario),
         axes,
-        out=args.out,
+        out=out,
         executor=args.executor,
         jobs=args.jobs,
         scheduler=args.scheduler,
         resume=args.resume,
         progress=ProgressBar(),
+        max_memory_gb=args.max_memory,
     )
     paths = [a.path for a in axes]
     print(
@@ -52,6 +71,7 @@ def run(args: argparse.Namespace) -> int:
     for line in summary_lines(result.rows, paths):
         print(line)
     pngs = [] if args.no_plots else plot_sweep(result.out, result.rows, paths, str(args.scenario))
+    outputs.finish()
     files = ", ".join(["points.csv", "sweep.json", *(p.name for p in pngs)])
     print(f"results: {result.out}/ ({files})")
     return 0

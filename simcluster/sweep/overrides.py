@@ -144,9 +144,12 @@ def split_values(text: str) -> list[str]:
 
 def parse_value(text: str) -> Any:
     """A command-line value as YAML (``64`` -> 64, ``50 Gb/s`` stays a string)."""
+    from simcluster.errors import ConfigError
+    from simcluster.inputs import parse_yaml
+
     try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError:
+        return parse_yaml(text, "--set")
+    except ConfigError:
         return text
 
 
@@ -187,8 +190,9 @@ def _read_named_file(prefix: str, name: str, source: str | None) -> tuple[str, d
         suffix = ".json"
     for c in candidates:
         if c.is_file():
-            text = c.read_text()
-            data = yaml.safe_load(text) if suffix == ".yaml" else json.loads(text)
+            from simcluster.inputs import load_json, load_yaml
+
+            data = load_yaml(c) if suffix == ".yaml" else load_json(c)
             if not isinstance(data, dict):
                 raise ConfigError(str(c), "<root>", type(data).__name__, "not a mapping")
             return suffix, data

@@ -13,6 +13,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from simcluster.report.outdir import save_figure
+
 __all__ = ["plot_sweep", "METRICS", "numeric"]
 
 #: metric column -> (axis label, scale)
@@ -37,6 +39,14 @@ def numeric(text: str) -> float | None:
         except Exception:  # noqa: BLE001 - any parse failure means "not this unit"
             continue
     return None
+
+
+def _has_unit(text: str) -> bool:
+    try:
+        float(text)
+    except (TypeError, ValueError):
+        return True
+    return False
 
 
 def _largest_per_point(rows: Sequence[dict[str, str]], paths: Sequence[str]):
@@ -99,6 +109,13 @@ def plot_sweep(
                     ax.set_yscale("log")
             if not is_num:
                 ax.set_xticks(range(len(xs)), xs, rotation=30)
+            elif any(_has_unit(x) for x in xs):
+                # ticks in the user's units ("25 Gb/s"), not bytes/s
+                ax.set_xticks(xnum, xs, rotation=30, fontsize=8)
+                ax.minorticks_off()
+            if ax.get_yscale() == "linear":
+                # from zero, with headroom: a 2 % change must not look like a cliff
+                ax.set_ylim(0, ax.get_ylim()[1] * 1.12)
             ax.set_xlabel(x_path)
             ax.set_ylabel(METRICS[metric][0])
             ax.grid(True, alpha=0.3)
@@ -108,7 +125,7 @@ def plot_sweep(
         fig.suptitle(title + at)
         fig.tight_layout()
         path = out / "sweep.png"
-        fig.savefig(path, dpi=110)
+        save_figure(fig, path)
         plt.close(fig)
         return [path]
     # Two or more axes: heatmap over the first two, the others at their first value.
@@ -142,16 +159,17 @@ def plot_sweep(
         fig.suptitle(f"{title}: {METRICS[metric][0]}" + (f" ({note})" if note else ""))
         fig.tight_layout()
         path = out / f"heatmap-{metric}.png"
-        fig.savefig(path, dpi=110)
+        save_figure(fig, path)
         plt.close(fig)
         written.append(path)
     return written
 
 
 def summary_lines(
-    rows: Sequence[dict[str, Any]], paths: Sequence[str], limit: int = 24
+    rows: Sequence[dict[str, Any]], paths: Sequence[str], limit: int | None = None
 ) -> list[str]:
-    """Per point and schedule, the row at the point's largest GPU count, as a text table."""
+    """Per point and schedule, the row at the point's largest GPU count, as a text table
+    (every row unless ``limit`` is given)."""
     from simcluster.report import format_table
 
     best = _largest_per_point(rows, paths)
@@ -171,5 +189,7 @@ def summary_lines(
             ]
         )
     head = [*paths, "schedule", "GPUs", "speedup", "samples/s", "time to train"]
-    more = f"... {len(body) - limit} more (all rows in points.csv)" if len(body) > limit else ""
-    return format_table(head, body[:limit]).splitlines() + ([more] if more else [])
+    if limit is None or len(body) <= limit:
+        return format_table(head, body).splitlines()
+    more = f"... {len(body) - limit} more (all rows in points.csv)"
+    return format_table(head, body[:limit]).splitlines() + [more]

@@ -33,15 +33,15 @@ import itertools
 import json
 import math
 import os
+import re
 import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from simcluster.errors import ConfigError, UserError
+from simcluster.inputs import load_yaml, read_text
 from simcluster.sweep.overrides import (
     PointSpec,
     build_point,
@@ -68,6 +68,9 @@ __all__ = [
 GPUS_AXIS = "study.gpus"
 
 Progress = Callable[[int, int, str], None]
+
+#: largest grid a sweep accepts (each point is validated before any runs)
+MAX_POINTS = 10_000
 
 #: record fields copied into points.csv, in column order
 METRIC_COLUMNS = (
@@ -123,6 +126,11 @@ def make_grid(axes: Sequence[Axis]) -> list[dict[str, Any]]:
         raise ConfigError(None, "--set", dup, "the same field is swept twice")
     if not axes:
         return [{}]
+    count = math.prod(len(a.values) for a in axes)
+    if count > MAX_POINTS:
+        raise ConfigError(
+            None, "--set", f"{count:,} points", "grid too large", f"at most {MAX_POINTS:,} points"
+        )
     return [
         dict(zip(paths, combo, strict=True))
         for combo in itertools.product(*(a.values for a in axes))
@@ -140,10 +148,12 @@ def _cell(v: Any) -> str:
 
 def run_point(point: PointSpec, workdir: str) -> list[dict[str, Any]]:
     """Simulate one point; its rows (swept values first, then METRIC_COLUMNS)."""
+    from simcluster.report.sanity import check_records
     from simcluster.study import run_scenario
 
     sc = materialize(point, Path(workdir))
     result = run_scenario(sc)
+    check_records(result.records, f"point {_values_key(point.values)}")
     rows = []
     for rec in result.records:
         row = {k: _cell(v) for k, v in point.values.items()}
@@ -170,7 +180,7 @@ class SweepResult:
 
 def read_points(path: Path) -> tuple[list[str], list[dict[str, str]]]:
     """Columns and rows of a points.csv; a line cut by a kill is dropped."""
-    text = path.read_text()
+    text = read_text(path, "points file")
     if not text.strip():
         return [], []
     complete = text if text.endswith("\n") else text[: text.rfind("\n") + 1]
@@ -207,12 +217,9 @@ def _expected_rows(sc) -> int:
 def load_base(scenario_path: str | Path) -> dict[str, Any]:
     """The scenario file as a mapping (checked as a whole by materialize later)."""
     p = Path(scenario_path)
-    if not p.is_file():
+    if not p.exists():
         raise UserError(f"{p}: no such scenario file")
-    try:
-        data = yaml.safe_load(p.read_text())
-    except yaml.YAMLError as exc:
-        raise ConfigError(str(p), "<yaml>", None, f"not valid YAML: {exc}") from None
+    data = load_yaml(p, "scenario file")
     if not isinstance(data, dict):
         raise ConfigError(str(p), "<root>", type(data).__name__, "a scenario is a mapping")
     # A relative topology/profile path is relative to where the command runs, as in `run`.
@@ -229,22 +236,44 @@ def run_sweep(
     resume: bool = False,
     progress: Progress | None = None,
     client: Any = None,
+    max_memory_gb: float | None = None,
 ) -> SweepResult:
     """Run every point of the grid not yet in points.csv; see the module doc."""
     if executor not in ("local", "dask"):
         raise ConfigError(None, "--executor", executor, "unknown executor", ["local", "dask"])
     if jobs < 1:
         raise ConfigError(None, "--jobs", jobs, "out of range", "a value >= 1")
+    if executor == "dask" and client is None:
+        if not scheduler:
+            raise ConfigError(
+                None, "--scheduler", None, "missing: --executor dask needs a scheduler address",
+                "tcp://HOST:8786 (start one with `dask scheduler`)",
+            )  # fmt: skip
+        check_scheduler(scheduler)
     source = str(scenario_path)
     base = load_base(scenario_path)
     grid = make_grid(axes)
     name = str(base.get("name", Path(source).stem))
     out_dir = Path(out) if out else Path("results") / f"{name}-sweep"
-    out_dir.mkdir(parents=True, exist_ok=True)
+    from simcluster.report.outdir import prepare_output_dir, write_text_atomic
+
+    out_dir = prepare_output_dir(out_dir)
     points = [build_point(base, values, source) for values in grid]
     # Validate every point before running any: a bad value stops the sweep at once.
-    scenarios = [materialize(p, out_dir) for p in points]
-    expected = [_expected_rows(sc) for sc in scenarios]
+    from simcluster.sizing import check_size
+
+    scenarios = []
+    expected = []
+    prints: dict[str, str] = {}  # values key -> fingerprint of everything the point reads
+    for i, p in enumerate(points):
+        if progress and i and i % 50 == 0:
+            progress(i, len(points), "checking points")
+        sc = materialize(p, out_dir)
+        check_size(sc, max_memory_gb)
+        scenarios.append(sc)
+        expected.append(_expected_rows(sc))
+        prints[_values_key(p.values)] = point_fingerprint(sc)
+    keys_path = out_dir / KEYS_FILE
     across = any(a.path == GPUS_AXIS for a in axes)
     columns = [a.path for a in axes] + list(METRIC_COLUMNS)
     csv_path = out_dir / "points.csv"
@@ -259,15 +288,16 @@ def run_sweep(
         by_key: dict[str, list[dict[str, str]]] = {}
         for r in rows:
             by_key.setdefault(_row_key(r, axes), []).append(r)
+        old_prints = read_keys(keys_path)
         for p, n in zip(points, expected, strict=True):
             k = _values_key(p.values)
-            if len(by_key.get(k, [])) == n:
+            # a point is reused only if its inputs (scenario, files, version) are unchanged
+            if len(by_key.get(k, [])) == n and old_prints.get(k) == prints[k]:
                 done_rows[k] = by_key[k][:n]
     # Rewrite the file with the complete points only (drops a point cut by a kill).
     kept = [r for p in points for r in done_rows.get(_values_key(p.values), [])]
-    tmp = csv_path.with_suffix(".csv.tmp")
-    tmp.write_text(_csv_text(columns, kept, header=True))
-    tmp.replace(csv_path)
+    write_text_atomic(csv_path, _csv_text(columns, kept, header=True))
+    write_text_atomic(keys_path, _keys_text([k for k in prints if k in done_rows], prints))
     todo = [(i, p) for i, p in enumerate(points) if _values_key(p.values) not in done_rows]
     total = len(points)
     finished = total - len(todo)
@@ -280,6 +310,7 @@ def run_sweep(
             rows = [{**r, "speedup": "", "efficiency": ""} for r in rows]
         done_rows[_values_key(p.values)] = rows
         _append(csv_path, _csv_text(columns, rows, header=False))
+        _append(keys_path, _keys_text([_values_key(p.values)], prints))
         finished += 1
         if progress:
             label = ", ".join(f"{k.split('.')[-1]}={v}" for k, v in p.values.items()) or "point"
@@ -299,15 +330,17 @@ def run_sweep(
             _values_key(p.values): sc.study.kind for p, sc in zip(points, scenarios, strict=True)
         }
         ordered = cross_point_scaling(ordered, axes, kinds)
-    tmp.write_text(_csv_text(columns, ordered, header=True))
-    tmp.replace(csv_path)
+    write_text_atomic(csv_path, _csv_text(columns, ordered, header=True))
+    write_text_atomic(keys_path, _keys_text([_values_key(p.values) for p in points], prints))
     meta = {
         "scenario": source,
         "axes": [{"path": a.path, "values": list(a.values)} for a in axes],
         "points": total,
         "rows": len(ordered),
     }
-    (out_dir / "sweep.json").write_text(json.dumps(meta, indent=2, default=str) + "\n")
+    write_text_atomic(
+        out_dir / "sweep.json", json.dumps(meta, indent=2, default=str, allow_nan=False) + "\n"
+    )
     return SweepResult(out_dir, columns, ordered, total, len(todo), total - len(todo), list(axes))
 
 
@@ -344,6 +377,56 @@ def cross_point_scaling(
     return out
 
 
+#: beside points.csv: one line per finished point, ``values key <TAB> fingerprint``
+KEYS_FILE = "points.keys"
+
+
+def point_fingerprint(sc: Any) -> str:
+    """SHA-256 of everything that determines a point's rows.
+
+    The validated scenario (every field, defaults included), the bytes of the
+    topology, device profile and network profile files it names, and the
+    simcluster version: change any of them and ``--resume`` runs the point again.
+    """
+    import hashlib
+
+    from simcluster import __version__
+    from simcluster.paths import network_profiles_dir, profiles_dir, topologies_dir
+
+    def content(name: str, folder: Path, suffixes: tuple[str, ...]) -> str:
+        p = Path(name)
+        path = p if p.suffix in suffixes and p.is_file() else folder / f"{name}{suffixes[0]}"
+        try:
+            return hashlib.sha256(path.read_bytes()).hexdigest()
+        except OSError:
+            return "?"
+
+    blob = {
+        "scenario": sc.model_dump(mode="json", exclude={"source", "output"}),
+        "topology": content(sc.topology, topologies_dir(), (".yaml", ".yml")),
+        "profile": content(sc.profile, profiles_dir(), (".json",)),
+        "network_profile": content(sc.network_profile, network_profiles_dir(), (".json",)),
+        "simcluster": __version__,
+    }
+    return hashlib.sha256(json.dumps(blob, sort_keys=True).encode()).hexdigest()
+
+
+def read_keys(path: Path) -> dict[str, str]:
+    """values key -> fingerprint from a points.keys file (missing file: empty)."""
+    if not path.exists():
+        return {}
+    out = {}
+    for line in read_text(path, "points keys file").splitlines():
+        key, sep, digest = line.rpartition("\t")
+        if sep and len(digest) == 64:
+            out[key] = digest
+    return out
+
+
+def _keys_text(keys: Sequence[str], prints: dict[str, str]) -> str:
+    return "".join(f"{k}\t{prints[k]}\n" for k in keys)
+
+
 def _values_key(values: dict[str, Any]) -> str:
     return json.dumps({k: _cell(v) for k, v in values.items()})
 
@@ -353,11 +436,11 @@ def _row_key(row: dict[str, str], axes: Sequence[Axis]) -> str:
 
 
 def _run_pool(todo, jobs: int, workdir: str, record) -> None:
-    import multiprocessing
-    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+    from concurrent.futures import FIRST_COMPLETED, wait
 
-    ctx = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=min(jobs, len(todo)), mp_context=ctx) as pool:
+    from simcluster.workers import process_pool
+
+    with process_pool(min(jobs, len(todo))) as pool:
         futures = {pool.submit(run_point, p, workdir): p for _, p in todo}
         pending = set(futures)
         try:
@@ -369,6 +452,19 @@ def _run_pool(todo, jobs: int, workdir: str, record) -> None:
             for f in pending:
                 f.cancel()
             raise
+
+
+_SCHEDULER = re.compile(r"^(?:(?:tcp|tls|ucx|ws|wss)://)?[A-Za-z0-9_.\-\[\]:]+:\d{1,5}$")
+
+
+def check_scheduler(address: str | None) -> None:
+    """A dask scheduler address must look like ``[tcp://]HOST:PORT``; else ConfigError."""
+    if address is None:
+        return
+    if not _SCHEDULER.match(address) or not 0 < int(address.rsplit(":", 1)[1]) < 65536:
+        raise ConfigError(
+            None, "--scheduler", address, "not a scheduler address", "tcp://HOST:PORT"
+        )
 
 
 def _run_dask(todo, scheduler: str | None, client: Any, record) -> None:
@@ -386,9 +482,10 @@ def _run_dask(todo, scheduler: str | None, client: Any, record) -> None:
                 "missing: --executor dask needs a scheduler address",
                 "tcp://HOST:8786 (start one with `dask scheduler`)",
             )
+        check_scheduler(scheduler)
         try:
             client = Client(scheduler, timeout=30)
-        except OSError as exc:
+        except (OSError, ValueError, TypeError) as exc:
             raise UserError(f"--scheduler {scheduler}: cannot connect ({exc})") from None
     try:
         points = [p for _, p in todo]

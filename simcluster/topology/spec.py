@@ -39,12 +39,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
 from simcluster.errors import ConfigError
 from simcluster.registry import Registered, check_registered
-from simcluster.schema import pydantic_to_config_error
+from simcluster.schema import ListTuple, pydantic_to_config_error
 from simcluster.topology.units import parse_bandwidth, parse_latency
 
 __all__ = [
@@ -81,7 +80,7 @@ TEMPLATES = (
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=False)
+    model_config = ConfigDict(extra="forbid", frozen=False, strict=True, allow_inf_nan=False)
 
 
 class LinkSpec(_Model):
@@ -96,10 +95,10 @@ class NVLinkSpec(_Model):
 
     link_bandwidth: Bandwidth = 25e9
     """one NVLink link, bytes/s per direction (NVLink2 on V100: 25 GB/s)"""
-    links_per_pair: int = Field(1, ge=1)
+    links_per_pair: int = Field(1, ge=1, le=64)
     """nvlink_full: links between every GPU pair (the edge carries the sum)"""
     latency: Latency = 7e-7
-    pairs: list[tuple[int, int, int]] | None = None
+    pairs: list[ListTuple[tuple[int, int, int]]] | None = None
     """nvlink_mesh: explicit [gpu_a, gpu_b, links] triples"""
 
 
@@ -108,7 +107,7 @@ class NVSwitchSpec(_Model):
 
     bandwidth: Bandwidth | None = None
     """per GPU, bytes/s per direction; or give links_per_gpu and link_bandwidth"""
-    links_per_gpu: int | None = Field(None, ge=1)
+    links_per_gpu: int | None = Field(None, ge=1, le=64)
     link_bandwidth: Bandwidth | None = None
     latency: Latency = 5e-7
     """GPU <-> switch; a GPU-to-GPU transfer crosses two such links"""
@@ -117,8 +116,8 @@ class NVSwitchSpec(_Model):
 class HostSpec(_Model):
     """CPU sockets and the PCIe tree inside one node."""
 
-    sockets: int = Field(1, ge=1)
-    pcie_switches: int = Field(0, ge=0)
+    sockets: int = Field(1, ge=1, le=64)
+    pcie_switches: int = Field(0, ge=0, le=256)
     """0: GPUs and NICs hang directly off the CPU root ports"""
     pcie: LinkSpec = LinkSpec(bandwidth=15.75e9, latency=2.5e-7)
     """GPU/NIC <-> PCIe switch (or socket); default PCIe Gen3 x16"""
@@ -135,7 +134,7 @@ class HostSpec(_Model):
 class CoresSpec(_Model):
     """CPU cores as ranks (template cpu_cores)."""
 
-    per_socket: int = Field(ge=1)
+    per_socket: int = Field(ge=1, le=4096)
     memory: LinkSpec = LinkSpec(bandwidth=10e9, latency=1e-7)
     """core <-> its socket, kind 'memory': a core's share of memory bandwidth"""
 
@@ -143,7 +142,7 @@ class CoresSpec(_Model):
 class NICSpec(_Model):
     """Network adapters of one node; each is one fabric port."""
 
-    count: int = Field(1, ge=0)
+    count: int = Field(1, ge=0, le=256)
     bandwidth: Bandwidth = 12.5e9
     """per NIC port, bytes/s per direction (the NIC <-> leaf link)"""
     latency: Latency = 6e-7
@@ -157,7 +156,7 @@ class NodeSpec(_Model):
 
     template: Annotated[str, Registered("node template")]
     """a registered node builder (simcluster.topology.builders)"""
-    gpus: int | None = Field(None, ge=1)
+    gpus: int | None = Field(None, ge=1, le=4096)
     nvlink: NVLinkSpec | None = None
     nvswitch: NVSwitchSpec | None = None
     cores: CoresSpec | None = None
@@ -178,16 +177,16 @@ class FabricSpec(_Model):
     type: Annotated[str, Registered("fabric")] = "single_switch"
     kind: Literal["infiniband", "ethernet"] = "infiniband"
     levels: Literal[2, 3] = 2
-    nodes_per_leaf: int | None = Field(None, ge=1)
-    radix: int | None = Field(None, ge=2)
+    nodes_per_leaf: int | None = Field(None, ge=1, le=100_000)
+    radix: int | None = Field(None, ge=2, le=100_000)
     """switch ports; gives nodes_per_leaf when that is not set"""
-    oversubscription: float = Field(1.0, ge=1.0)
+    oversubscription: float = Field(1.0, ge=1.0, le=1e6)
     """leaf downlink capacity / leaf uplink capacity"""
-    spines: int | None = Field(None, ge=1)
+    spines: int | None = Field(None, ge=1, le=100_000)
     """2 levels: spine count; 3 levels: spines per pod (default: leaf uplink ports)"""
-    leaves_per_pod: int | None = Field(None, ge=1)
-    cores_per_group: int | None = Field(None, ge=1)
-    core_oversubscription: float = Field(1.0, ge=1.0)
+    leaves_per_pod: int | None = Field(None, ge=1, le=100_000)
+    cores_per_group: int | None = Field(None, ge=1, le=100_000)
+    core_oversubscription: float = Field(1.0, ge=1.0, le=1e6)
     """3 levels: pod spine downlink / uplink capacity"""
     rail_aligned: bool = False
     """NIC j of every node on the leaves of rail j"""
@@ -202,8 +201,8 @@ class TopologySpec(_Model):
 
     name: str | None = None
     description: str = ""
-    max_nodes: int = Field(ge=1)
-    default_nodes: int | None = Field(None, ge=1)
+    max_nodes: int = Field(ge=1, le=10_000_000)
+    default_nodes: int | None = Field(None, ge=1, le=10_000_000)
     node: NodeSpec
     fabric: FabricSpec = FabricSpec()
     assumptions: list[str] = []
@@ -238,17 +237,8 @@ def read_spec(path: str | Path) -> TopologySpec:
     """Read and validate one topology YAML file."""
     p = Path(path)
     file = str(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError(file, "<root>", file, "topology file not found") from None
-    except OSError as exc:
-        raise ConfigError(file, "<root>", file, f"cannot read file: {exc.strerror}") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "<root>"
-        problem = getattr(exc, "problem", None) or "invalid YAML"
-        raise ConfigError(file, where, None, f"YAML syntax error: {problem}") from None
-    return spec_from_dict(data, file)
+    from simcluster.inputs import load_yaml
+
+    if not p.exists():
+        raise ConfigError(file, "<root>", file, "topology file not found")
+    return spec_from_dict(load_yaml(p, "topology file"), file)

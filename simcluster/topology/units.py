@@ -71,6 +71,10 @@ LATENCY_UNITS: dict[str, float] = {
     "ps": 1e-12,
 }
 
+#: physical bounds of a link: 1 kB/s .. 10 PB/s per direction, latency at most 10 s
+#: (below 1 kB/s a gradient takes years and times overflow; no link is faster than 10 PB/s)
+MIN_BANDWIDTH, MAX_BANDWIDTH, MAX_LATENCY = 1e3, 1e16, 10.0
+
 _BW_ALLOWED = (
     "a number in bytes/s, or a number with a unit: B/s, KB/s, MB/s, GB/s, TB/s, "
     "GiB/s (bytes) or b/s, Mb/s, Gb/s, Gbit/s, Gbps (bits), e.g. '25 GB/s' or '100 Gb/s'"
@@ -109,14 +113,25 @@ def _parse(value: Any, units: dict[str, float], what: str, allowed: str, positiv
     return out
 
 
+def _bounded(out: float, lo: float, hi: float, what: str, text: str) -> float:
+    if not lo <= out <= hi:
+        raise UnitError(
+            f"{what} out of range",
+            f"{text}; {_BW_ALLOWED if what == 'bandwidth' else _LAT_ALLOWED}",
+        )
+    return out
+
+
 def parse_bandwidth(value: Any) -> float:
     """Bandwidth in bytes/s per direction from a number (bytes/s) or a unit string."""
-    return _parse(value, BANDWIDTH_UNITS, "bandwidth", _BW_ALLOWED, positive=True)
+    out = _parse(value, BANDWIDTH_UNITS, "bandwidth", _BW_ALLOWED, positive=True)
+    return _bounded(out, MIN_BANDWIDTH, MAX_BANDWIDTH, "bandwidth", "1 kB/s to 10 PB/s")
 
 
 def parse_latency(value: Any) -> float:
     """Latency in seconds from a number (seconds) or a unit string."""
-    return _parse(value, LATENCY_UNITS, "latency", _LAT_ALLOWED, positive=False)
+    out = _parse(value, LATENCY_UNITS, "latency", _LAT_ALLOWED, positive=False)
+    return _bounded(out, 0.0, MAX_LATENCY, "latency", "0 to 10 s")
 
 
 def format_bandwidth(bps: float) -> str:

@@ -42,12 +42,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import Field, ValidationError, model_validator
 
 from simcluster import paths
 from simcluster.errors import ConfigError
-from simcluster.schema import StrictModel, pydantic_to_config_error
+from simcluster.schema import ListTuple, StrictModel, pydantic_to_config_error
 
 __all__ = [
     "Select",
@@ -135,7 +134,7 @@ class Case(StrictModel):
     overrides: dict[str, Any] = Field(default_factory=dict)
     metric: Metric
     reference: float
-    reference_range: tuple[float, float] | None = None
+    reference_range: ListTuple[tuple[float, float]] | None = None
     unit: str = ""
     confidence: Literal["high", "medium", "low"]
     note: str = ""
@@ -176,12 +175,11 @@ def references_dir() -> Path:
 
 def load_reference_file(path: str | Path) -> ReferenceFile:
     p = Path(path)
-    try:
-        data = yaml.safe_load(p.read_text())
-    except FileNotFoundError:
-        raise ConfigError(str(p), "<root>", str(p), "reference file not found") from None
-    except yaml.YAMLError as exc:
-        raise ConfigError(str(p), "<yaml>", None, f"not valid YAML: {exc}") from None
+    from simcluster.inputs import load_yaml
+
+    if not p.exists():
+        raise ConfigError(str(p), "<root>", str(p), "reference file not found")
+    data = load_yaml(p, "reference file")
     if not isinstance(data, dict):
         raise ConfigError(str(p), "<root>", type(data).__name__, "a reference file is a mapping")
     if "file" in data:
@@ -202,6 +200,8 @@ def load_references(folder: str | Path | None = None) -> list[ReferenceFile]:
     d = Path(folder) if folder else references_dir()
     if not d.is_dir():
         raise ConfigError(None, "--references", str(d), "no such folder of reference files")
+    if folder and d.is_dir() and not any(d.glob("*.yaml")):
+        raise ConfigError(None, "--references", str(d), "no reference files (*.yaml) in it")
     files = [load_reference_file(p) for p in sorted(d.glob("*.yaml"))]
     ids: dict[str, str] = {}
     for f in files:

@@ -43,7 +43,9 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(None, "--set", args.which, "unknown case set", ["paper", "live", "all"])
     if args.jobs < 1:
         raise ConfigError(None, "--jobs", args.jobs, "out of range", "a value >= 1")
-    out = Path(args.out or Path("results") / "validate")
+    from simcluster.report.outdir import prepare_output_dir
+
+    out = prepare_output_dir(args.out or Path("results") / "validate")  # before any case runs
     results = []
     live_reports = []
     if args.live:
@@ -71,7 +73,11 @@ def run(args: argparse.Namespace) -> int:
         "summary": summary(results),
         "live": [rep.to_json() for rep in live_reports],
     }
-    (out / "validation.json").write_text(json.dumps(payload, indent=2, default=str) + "\n")
+    from simcluster.report.outdir import write_text_atomic
+
+    write_text_atomic(
+        out / "validation.json", json.dumps(payload, indent=2, default=str, allow_nan=False) + "\n"
+    )
     plotted = False
     if not args.no_plot:
         plotted = plot_scatter(

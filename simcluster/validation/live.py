@@ -156,12 +156,11 @@ def live_files(folder: Path) -> list[Path]:
 
 def _load(path: str | Path) -> dict[str, Any]:
     p = Path(path)
-    try:
-        data = json.loads(p.read_text())
-    except FileNotFoundError:
-        raise UserError(f"{p}: no such live-run file") from None
-    except json.JSONDecodeError as exc:
-        raise ConfigError(str(p), "<root>", f"line {exc.lineno}", "not valid JSON") from None
+    from simcluster.inputs import load_json
+
+    if not p.exists():
+        raise UserError(f"{p}: no such live-run file")
+    data = load_json(p, "live-run file")
     if not isinstance(data, dict) or data.get("schema") != "simcluster-live/1":
         raise ConfigError(
             str(p),
@@ -332,7 +331,23 @@ def _shown(p: Path) -> str:
 
 
 def validate_live(path: str | Path, workdir: str | Path, profile: str | None = None) -> LiveReport:
-    """Simulate every measured iteration of a live-run file; per-phase comparison."""
+    """Simulate every measured iteration of a live-run file; per-phase comparison.
+
+    A file whose fields have the wrong shape (a null, a string for a number, a
+    missing rank) is a ConfigError naming the file, never a traceback.
+    """
+    p = Path(path)
+    if p.is_dir():
+        raise ConfigError(str(p), "<root>", str(p), "is a folder, not a live-run file")
+    try:
+        return _validate_live(path, workdir, profile)
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError, ZeroDivisionError) as exc:
+        raise ConfigError(
+            str(p), "<root>", None, f"malformed live-run file ({type(exc).__name__}: {exc})"
+        ) from None
+
+
+def _validate_live(path: str | Path, workdir: str | Path, profile: str | None) -> LiveReport:
     from simcluster.simulation import Simulation
 
     data = _load(path)

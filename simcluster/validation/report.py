@@ -217,6 +217,8 @@ def plot_scatter(path: Path, results: Sequence[CaseResult], title: str) -> bool:
     ax.grid(True, which="both", alpha=0.25)
     ax.legend(fontsize=7, loc="upper left")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    from simcluster.report.outdir import save_figure
+
+    save_figure(fig, path)
     plt.close(fig)
     return True

@@ -18,8 +18,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from simcluster.errors import UserError
 from simcluster.paths import project_root
 from simcluster.validation.cases import Case, ReferenceFile
@@ -135,7 +133,9 @@ def _prepare(case: Case, workdir: Path):
     path = resolve_scenario(case.scenario)
     if not path.is_file():
         return None, f"skipped: scenario file {case.scenario} not available"
-    data = yaml.safe_load(path.read_text())
+    from simcluster.inputs import load_yaml
+
+    data = load_yaml(path, "scenario file")
     point = build_point(data, dict(case.overrides), str(path))
     for s in point.scenario.get("schedules", []):
         name = s.get("name") if isinstance(s, dict) else None
@@ -218,11 +218,9 @@ def run_cases(
                 progress(done, len(keys), order[groups[key][0]][1].id)
 
         if jobs > 1 and len(keys) > 1:
-            import multiprocessing
-            from concurrent.futures import ProcessPoolExecutor
+            from simcluster.workers import process_pool
 
-            ctx = multiprocessing.get_context("spawn")
-            with ProcessPoolExecutor(max_workers=min(jobs, len(keys)), mp_context=ctx) as pool:
+            with process_pool(min(jobs, len(keys))) as pool:
                 futs = {
                     k: pool.submit(_run_group, [order[i][1] for i in groups[k]], str(workdir))
                     for k in keys

@@ -1,0 +1,136 @@
+"""Schemas of the numbers in device and network profiles (pydantic, strict).
+
+Every constant a kernel or message time is built from is checked here the way
+scenario fields are: a real number (no ``true``, no ``"900 GB/s"``, no null),
+finite, strictly positive where it is a physical rate, and within the bounds
+below; a bad one is a :class:`~simcluster.errors.ConfigError` naming the file
+and the field path. Sections may carry fields this module does not know
+(provenance notes, fields added by newer code): those pass, but every number
+anywhere in a profile file must already be finite (:mod:`simcluster.inputs`).
+
+Bounds (units):
+
+- peak FLOP/s: 1e6 .. 1e19 (a slow CPU core to a rack of accelerators);
+- bandwidths: 1e3 .. 1e16 bytes/s (the topology's link bounds);
+- efficiencies and fractions: 1e-4 .. 1 (below, rates vanish into float round-off);
+- per-launch and per-message overheads: 0 .. 1 s;
+- fitted coefficients (measured profiles): finite and >= 0.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Annotated, Any
+
+from pydantic import ConfigDict, Field, ValidationError, field_validator
+
+from simcluster.errors import ConfigError
+from simcluster.schema import STRICT_CONFIG, StrictModel, pydantic_to_config_error
+
+__all__ = [
+    "SpecDevice",
+    "NetworkSection",
+    "validate_spec_device",
+    "validate_network",
+    "check_number",
+]
+
+Flops = Annotated[float, Field(ge=1e6, le=1e19, description="FLOP/s")]
+Rate = Annotated[float, Field(ge=1e3, le=1e16, description="bytes/s")]
+Fraction = Annotated[float, Field(ge=1e-4, le=1, description="fraction of peak")]
+Overhead = Annotated[float, Field(ge=0, le=1, description="seconds")]
+
+#: profile sections: strict numbers, unknown keys allowed (notes, newer fields)
+_OPEN = ConfigDict(**{**STRICT_CONFIG, "extra": "allow"})
+
+
+class HostSection(StrictModel):
+    """The host CPU offloaded kernels run on."""
+
+    model_config = _OPEN
+    memory_bandwidth: Rate = 20e9
+    efficiency: Fraction = 0.5
+    launch_overhead_s: Overhead = 2e-6
+
+
+class SpecDevice(StrictModel):
+    """``device`` of a spec profile: a roofline's constants."""
+
+    model_config = _OPEN
+    peak_flops: dict[str, Flops]
+    memory_bandwidth: Rate
+    memory_efficiency: Fraction = 1.0
+    launch_overhead_s: Overhead
+    efficiency: dict[str, Fraction]
+    host_link_bandwidth: Rate | None = None
+    host: HostSection = HostSection()
+
+    @field_validator("peak_flops")
+    @classmethod
+    def _fp32(cls, v: dict[str, float]) -> dict[str, float]:
+        if "fp32" not in v:
+            raise ValueError("needs an fp32 entry")
+        return v
+
+
+class NetworkSection(StrictModel):
+    """``network`` of a network profile."""
+
+    model_config = _OPEN
+    per_message_overhead_s: Overhead
+    link_efficiency: dict[str, Fraction] = {}
+    collectives: dict[str, Any] = {}
+    #: LL / LL128 / Simple numbers, checked by simcluster.collectives.protocols
+    protocols: dict[str, Any] = {}
+
+
+def validate_spec_device(data: Any, file: str) -> SpecDevice:
+    """The ``device`` section of a spec profile, checked; raises ConfigError."""
+    if not isinstance(data, dict):
+        raise ConfigError(file, "device", type(data).__name__, "must be a mapping")
+    try:
+        return SpecDevice.model_validate(data)
+    except ValidationError as exc:
+        raise pydantic_to_config_error(exc, file, SpecDevice, ("device",)) from None
+
+
+def validate_network(data: Any, file: str) -> NetworkSection:
+    """The ``network`` section of a network profile, checked; raises ConfigError."""
+    if not isinstance(data, dict):
+        raise ConfigError(file, "network", type(data).__name__, "must be a mapping")
+    try:
+        net = NetworkSection.model_validate(data)
+    except ValidationError as exc:
+        raise pydantic_to_config_error(exc, file, NetworkSection, ("network",)) from None
+    # fitted collective times (measured profiles): t = alpha + n * beta, both >= 0
+    for scope, ops in net.collectives.items():
+        if not isinstance(ops, dict):
+            continue
+        for op, fit in ops.items():
+            if not isinstance(fit, dict):
+                continue
+            for key in ("alpha_s", "beta_s_per_byte"):
+                if key in fit:
+                    check_number(
+                        fit[key], file, f"network.collectives.{scope}.{op}.{key}", minimum=0.0
+                    )
+    return net
+
+
+def check_number(
+    value: Any,
+    file: str,
+    path: str,
+    minimum: float | None = None,
+    maximum: float | None = None,
+) -> float:
+    """``value`` as a float if it is a real, finite number within bounds; else ConfigError."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ConfigError(file, path, value, "not a number", "a number")
+    if not math.isfinite(value):
+        raise ConfigError(file, path, value, "not a finite number", "a finite number")
+    if minimum is not None and value < minimum:
+        raise ConfigError(file, path, value, "out of range", f"a value >= {minimum}")
+    if maximum is not None and value > maximum:
+        raise ConfigError(file, path, value, "out of range", f"a value <= {maximum}")
+    return float(value)

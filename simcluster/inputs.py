@@ -1,0 +1,272 @@
+"""The one guarded reader for every input file (YAML, JSON, CSV text).
+
+Scenarios, topologies, device and network profiles, ``points.csv``, live-run
+JSON and reference cases all come through here, so every one of them gets the
+same limits and the same one-line :class:`~simcluster.errors.ConfigError`:
+
+- the file must be UTF-8 (the error names the byte offset and line of the first
+  bad byte);
+- at most :data:`MAX_BYTES` bytes (a scenario is a few KB; a measured profile
+  with its samples a few MB);
+- nesting at most :data:`MAX_DEPTH` deep, checked on the parser's event stream
+  before any object is built (no ``RecursionError``);
+- YAML aliases may expand the document to at most :data:`MAX_NODES` values
+  ("billion laughs" is refused before anything walks or prints it);
+- a mapping may not name a key twice;
+- numbers must be finite: ``.nan``, ``.inf``, JSON ``NaN`` / ``Infinity`` are
+  refused wherever they appear, so a new field added to any schema gets this
+  check for free.
+
+YAML is parsed by libyaml's C parser (``yaml.CSafeLoader``) when PyYAML was
+built with it, else by the pure-Python ``SafeLoader``; both only build plain
+data (no Python objects).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from simcluster.errors import ConfigError, UserError
+
+__all__ = [
+    "MAX_BYTES",
+    "MAX_DEPTH",
+    "MAX_NODES",
+    "read_text",
+    "load_yaml",
+    "load_json",
+    "parse_yaml",
+    "parse_json",
+    "check_tree",
+]
+
+#: largest input file read, bytes (override: SIMCLUSTER_MAX_INPUT_BYTES)
+MAX_BYTES = int(os.environ.get("SIMCLUSTER_MAX_INPUT_BYTES", 32 * 2**20))
+#: deepest nesting of mappings and lists
+MAX_DEPTH = 64
+#: most values a document may hold once its YAML aliases are expanded
+MAX_NODES = 2_000_000
+
+_Base: type = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class _Loader(_Base):  # type: ignore[misc, valid-type]
+    """Safe loader that refuses a key written twice in one mapping."""
+
+
+def _construct_mapping(loader: Any, node: yaml.MappingNode, deep: bool = False) -> dict:
+    own: set[Any] = set()
+    for key_node, _ in node.value:
+        if key_node.tag == "tag:yaml.org,2002:merge":
+            continue
+        key = loader.construct_object(key_node, deep=True)
+        try:
+            hash(key)
+        except TypeError:
+            raise yaml.constructor.ConstructorError(
+                None, None, "a mapping key must be a plain value", key_node.start_mark
+            ) from None
+        if key in own:
+            raise _DuplicateKey(key, key_node.start_mark)
+        own.add(key)
+    return yaml.constructor.SafeConstructor.construct_mapping(loader, node, deep=deep)
+
+
+class _DuplicateKey(Exception):
+    def __init__(self, key: Any, mark: Any) -> None:
+        super().__init__(key)
+        self.key = key
+        self.mark = mark
+
+
+_Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+
+
+def _where(mark: Any) -> str:
+    return f"line {mark.line + 1}, column {mark.column + 1}" if mark is not None else "?"
+
+
+def read_text(path: str | Path, what: str = "file") -> str:
+    """The text of ``path``: UTF-8, at most :data:`MAX_BYTES`; errors are ConfigErrors."""
+    p = Path(path)
+    file = str(p)
+    try:
+        if p.is_dir():
+            raise ConfigError(file, "<root>", file, f"is a folder, not a {what}")
+        size = p.stat().st_size
+        if size > MAX_BYTES:
+            raise ConfigError(
+                file, "<root>", f"{size} bytes", f"{what} too large", f"at most {MAX_BYTES} bytes"
+            )
+        with p.open("rb") as fh:
+            raw = fh.read(MAX_BYTES + 1)  # a growing file or /proc-like file has no size
+    except FileNotFoundError:
+        raise ConfigError(file, "<root>", file, f"no such {what}") from None
+    except OSError as exc:
+        raise ConfigError(file, "<root>", file, f"cannot read: {exc.strerror or exc}") from None
+    if len(raw) > MAX_BYTES:
+        raise ConfigError(
+            file, "<root>", f">{MAX_BYTES} bytes", f"{what} too large", f"at most {MAX_BYTES} bytes"
+        )
+    return decode(raw, file)
+
+
+def decode(raw: bytes, file: str | None) -> str:
+    """UTF-8 ``raw`` as text (a leading BOM dropped); a bad byte is a ConfigError."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        raise ConfigError(
+            file,
+            "<root>",
+            f"byte 0x{raw[exc.start]:02x} at offset {exc.start} (line {line})",
+            "not UTF-8 text",
+            "UTF-8",
+        ) from None
+    return text.removeprefix("\ufeff")
+
+
+def _scan_events(text: str, file: str | None) -> None:
+    """Depth and alias-expanded size of a YAML document, from its event stream."""
+    anchors: dict[str, int] = {}
+    stack: list[list[Any]] = []  # per open collection: [values inside so far, anchor]
+    seen = 0  # values in the document with every alias expanded
+    for ev in yaml.parse(text, Loader=_Base):
+        if isinstance(ev, yaml.MappingStartEvent | yaml.SequenceStartEvent):
+            if len(stack) >= MAX_DEPTH:
+                raise ConfigError(
+                    file,
+                    "<root>",
+                    _where(ev.start_mark),
+                    "nested too deeply",
+                    f"at most {MAX_DEPTH} levels",
+                )
+            stack.append([1, ev.anchor])
+            seen += 1
+        elif isinstance(ev, yaml.MappingEndEvent | yaml.SequenceEndEvent):
+            count, anchor = stack.pop()
+            if anchor is not None:
+                anchors[anchor] = count
+            if stack:
+                stack[-1][0] += count
+        elif isinstance(ev, yaml.ScalarEvent | yaml.AliasEvent):
+            if isinstance(ev, yaml.AliasEvent):
+                n = anchors.get(ev.anchor, 1)
+            else:
+                n = 1
+                if ev.anchor is not None:
+                    anchors[ev.anchor] = 1
+            seen += n
+            if stack:
+                stack[-1][0] += n
+        if seen > MAX_NODES:
+            raise ConfigError(
+                file,
+                "<root>",
+                _where(getattr(ev, "start_mark", None)),
+                "YAML aliases expand too far",
+                f"at most {MAX_NODES} values once expanded",
+            )
+
+
+def parse_yaml(text: str, file: str | None = None) -> Any:
+    """One YAML document from ``text`` through every guard in the module doc."""
+    if len(text) > MAX_BYTES:
+        raise ConfigError(file, "<root>", f"{len(text)} characters", "too large")
+    try:
+        _scan_events(text, file)
+        data = yaml.load(text, Loader=_Loader)  # noqa: S506 - _Loader is a SafeLoader
+    except _DuplicateKey as dup:
+        raise ConfigError(
+            file, str(dup.key), _where(dup.mark), "key written twice in one mapping"
+        ) from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        problem = getattr(exc, "problem", None) or "cannot parse"
+        raise ConfigError(file, "<yaml>", _where(mark), f"not valid YAML: {problem}") from None
+    except RecursionError:  # pragma: no cover - the depth scan stops this first
+        raise ConfigError(file, "<root>", None, "nested too deeply") from None
+    check_tree(data, file)
+    return data
+
+
+def _no_duplicates(file: str | None):
+    def hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for k, v in pairs:
+            if k in out:
+                raise ConfigError(file, k, k, "key written twice in one object")
+            out[k] = v
+        return out
+
+    return hook
+
+
+def parse_json(text: str, file: str | None = None) -> Any:
+    """One JSON document from ``text``: strict (no NaN/Infinity), no repeated keys."""
+    if len(text) > MAX_BYTES:
+        raise ConfigError(file, "<root>", f"{len(text)} characters", "too large")
+    try:
+        data = json.loads(
+            text, object_pairs_hook=_no_duplicates(file), parse_constant=float
+        )  # NaN / Infinity parse to floats so that check_tree names their field
+    except json.JSONDecodeError as exc:
+        raise ConfigError(
+            file, "<root>", f"line {exc.lineno}, column {exc.colno}", f"not valid JSON: {exc.msg}"
+        ) from None
+    except RecursionError:
+        raise ConfigError(
+            file, "<root>", None, "nested too deeply", f"at most {MAX_DEPTH} levels"
+        ) from None
+    check_tree(data, file)
+    return data
+
+
+def load_yaml(path: str | Path, what: str = "YAML file") -> Any:
+    """Read and parse a YAML file through every guard."""
+    return parse_yaml(read_text(path, what), str(path))
+
+
+def load_json(path: str | Path, what: str = "JSON file") -> Any:
+    """Read and parse a JSON file through every guard."""
+    return parse_json(read_text(path, what), str(path))
+
+
+def check_tree(data: Any, file: str | None, prefix: tuple[Any, ...] = ()) -> None:
+    """Refuse non-finite floats and nesting deeper than :data:`MAX_DEPTH` in parsed data."""
+    from simcluster.errors import format_path
+
+    budget = [MAX_NODES]
+    # iterative walk: a deep document must not hit Python's recursion limit
+    todo: list[tuple[Any, tuple[Any, ...]]] = [(data, prefix)]
+    while todo:
+        value, loc = todo.pop()
+        budget[0] -= 1
+        if budget[0] < 0:
+            raise ConfigError(file, "<root>", None, "too many values", f"at most {MAX_NODES}")
+        if len(loc) - len(prefix) > MAX_DEPTH:
+            raise ConfigError(
+                file, format_path(loc[:4]) + "...", None, "nested too deeply",
+                f"at most {MAX_DEPTH} levels",
+            )  # fmt: skip
+        if isinstance(value, float):
+            if not math.isfinite(value):
+                raise ConfigError(
+                    file, format_path(loc), value, "not a finite number", "finite numbers"
+                )
+        elif isinstance(value, dict):
+            todo.extend((v, (*loc, str(k))) for k, v in value.items())
+        elif isinstance(value, list | tuple):
+            todo.extend((v, (*loc, i)) for i, v in enumerate(value))
+
+
+def input_error(exc: BaseException, file: str) -> UserError:
+    """An unexpected parse failure as a one-line error (the last line of defence)."""
+    return ConfigError(file, "<root>", None, f"cannot read: {type(exc).__name__}: {exc}")

@@ -1,0 +1,136 @@
+"""Results folders: checked before simulating, written atomically, one run's outputs.
+
+- :func:`prepare_output_dir` creates the folder and proves it writable (a probe
+  file) before any simulation starts: a path that is a file, read-only, under
+  ``/proc``, or too long is a one-line :class:`~simcluster.errors.UserError`.
+- :func:`atomic_write` writes to a hidden temporary name beside the target and
+  renames it over the target, so a failed write (a full disk) leaves the old
+  file or nothing, never half a file.
+- :class:`RunOutputs` records the files a run wrote in ``.simcluster-outputs``;
+  the next run into the same folder removes the files the old run listed and
+  this run did not write (stale plots), and never touches any other file. A
+  folder written before manifests existed that holds an output file this run
+  will not rewrite is refused instead (the user removes it or picks ``--out``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import IO, Any
+
+from simcluster.errors import UserError
+
+__all__ = ["prepare_output_dir", "atomic_write", "write_text_atomic", "save_figure", "RunOutputs"]
+
+MANIFEST = ".simcluster-outputs"
+#: longest path accepted (Linux PATH_MAX is 4096, NAME_MAX 255)
+PATH_MAX, NAME_MAX = 4000, 255
+
+
+def prepare_output_dir(path: str | Path, what: str = "--out") -> Path:
+    """Create ``path`` (parents too) and check a file can be written in it."""
+    p = Path(path)
+    text = str(p)
+    if len(os.fsencode(text)) > PATH_MAX or any(
+        len(os.fsencode(part)) > NAME_MAX for part in p.parts
+    ):
+        raise UserError(f"{what} {text[:60]}...: path too long (at most {NAME_MAX} bytes a name)")
+    if p.exists() and not p.is_dir():
+        raise UserError(f"{what} {p}: is a file, not a folder")
+    try:
+        p.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=p, prefix=".simcluster-probe-"):
+            pass
+    except OSError as exc:
+        raise UserError(f"{what} {p}: cannot write there ({exc.strerror or exc})") from None
+    return p
+
+
+def atomic_write(path: str | Path, write: Callable[[IO[bytes]], Any]) -> None:
+    """Call ``write(fh)`` on a temporary file beside ``path``, then rename it to ``path``."""
+    p = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=f".{p.name}.", suffix=".tmp")
+    try:
+        os.fchmod(fd, 0o666 & ~_umask())  # mkstemp's 0600 -> what open() would have made
+        with os.fdopen(fd, "wb") as fh:
+            write(fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, p)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise UserError(f"{p}: cannot write ({exc.strerror or exc}); nothing was written") from None
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def write_text_atomic(path: str | Path, text: str) -> None:
+    """Write ``text`` (UTF-8) to ``path`` atomically."""
+    data = text.encode("utf-8")
+    atomic_write(path, lambda fh: fh.write(data))
+
+
+def save_figure(fig: Any, path: str | Path, dpi: int = 110) -> None:
+    """``fig.savefig`` to ``path`` atomically (PNG unless the suffix says otherwise)."""
+    fmt = Path(path).suffix.lstrip(".") or "png"
+    atomic_write(path, lambda fh: fig.savefig(fh, dpi=dpi, format=fmt))
+
+
+class RunOutputs:
+    """The files one run writes into a results folder (see the module doc).
+
+    ``known`` are every file name this command may write; ``planned`` those this
+    run will write.
+    """
+
+    def __init__(self, folder: Path, known: Iterable[str], planned: Iterable[str]) -> None:
+        self.folder = folder
+        self.known = set(known)
+        self.planned = set(planned)
+        self.previous = self._read_manifest()
+
+    def _read_manifest(self) -> set[str] | None:
+        m = self.folder / MANIFEST
+        try:
+            names = json.loads(m.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        if not isinstance(names, list):
+            return None
+        # only plain names inside the folder: a manifest cannot point elsewhere
+        return {n for n in names if isinstance(n, str) and n == Path(n).name and n != MANIFEST}
+
+    def check(self) -> None:
+        """Refuse a folder from before manifests that holds outputs this run won't rewrite."""
+        if self.previous is not None:
+            return
+        stale = sorted(n for n in self.known - self.planned if (self.folder / n).exists())
+        if stale:
+            raise UserError(
+                f"{self.folder}: holds {', '.join(stale)} from an earlier run that this run "
+                "would not replace; remove them or choose another --out"
+            )
+
+    def finish(self) -> list[str]:
+        """Remove the previous run's files this run did not write; write the manifest."""
+        removed = []
+        for name in sorted((self.previous or set()) - self.planned):
+            with contextlib.suppress(FileNotFoundError):
+                (self.folder / name).unlink()
+                removed.append(name)
+        write_text_atomic(self.folder / MANIFEST, json.dumps(sorted(self.planned)) + "\n")
+        return removed

@@ -1,0 +1,165 @@
+"""Every number in device and network profiles and topologies is checked like scenarios'."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from simcluster.compute import load_network_profile, load_profile
+from simcluster.errors import ConfigError
+from simcluster.paths import network_profiles_dir, profiles_dir
+from simcluster.scenario import parse_scenario
+from simcluster.topology.spec import spec_from_dict
+
+
+def _write(tmp_path, data, name="p.json"):
+    p = tmp_path / name
+    p.write_text(json.dumps(data))
+    return str(p)
+
+
+def _spec():
+    return json.loads((profiles_dir() / "v100-sxm2-32gb.json").read_text())
+
+
+@pytest.mark.parametrize(
+    "path, value, match",
+    [
+        (("memory_bandwidth",), 0, "out of range"),
+        (("memory_bandwidth",), -1.0, "out of range"),
+        (("memory_bandwidth",), 1e-300, "out of range"),
+        (("memory_bandwidth",), "900 GB/s", "wrong type"),
+        (("memory_bandwidth",), None, "wrong type"),
+        (("memory_bandwidth",), [1e12], "wrong type"),
+        (("memory_bandwidth",), True, "wrong type"),
+        (("launch_overhead_s",), -1, "out of range"),
+        (("peak_flops", "fp32"), 0.0, "out of range"),
+        (("efficiency", "conv"), 1.5, "out of range"),
+        (("host", "efficiency"), 0, "out of range"),
+        (("memory_efficiency",), False, "wrong type"),
+    ],
+)
+def test_bad_spec_numbers_are_config_errors(tmp_path, path, value, match):
+    data = _spec()
+    section = data["device"]
+    for key in path[:-1]:
+        section = section[key]
+    section[path[-1]] = value
+    with pytest.raises(ConfigError, match=match) as err:
+        load_profile(_write(tmp_path, data))
+    assert "device." + ".".join(path) in str(err.value)
+
+
+def test_spec_needs_fp32_peak(tmp_path):
+    data = _spec()
+    data["device"]["peak_flops"] = {"fp16_tensor": 1e14}
+    with pytest.raises(ConfigError, match="device.peak_flops"):
+        load_profile(_write(tmp_path, data))
+
+
+@pytest.mark.parametrize(
+    "key, value",
+    [
+        ("per_message_overhead_s", -1),
+        ("per_message_overhead_s", "5 us"),
+        ("per_message_overhead_s", None),
+        ("link_efficiency", {"nvlink": 0}),
+        ("link_efficiency", {"nvlink": True}),
+        ("link_efficiency", {"nvlink": 2.0}),
+        ("link_efficiency", [1]),
+    ],
+)
+def test_bad_network_numbers_are_config_errors(tmp_path, key, value):
+    data = json.loads((network_profiles_dir() / "nccl-spec.json").read_text())
+    data["network"][key] = value
+    with pytest.raises(ConfigError, match=f"network.{key}"):
+        load_network_profile(_write(tmp_path, data))
+
+
+def test_measured_coefficients_are_real_numbers(tmp_path):
+    data = json.loads((profiles_dir() / "cpu-xeon-1core.json").read_text())
+    fit = data["device"]["kernels"]["elementwise"]
+    fit["coef"][0] = "1e-6"
+    with pytest.raises(ConfigError, match=r"kernels.elementwise.coef\[0\]: not a number"):
+        load_profile(_write(tmp_path, data))
+    fit["coef"][0] = True
+    with pytest.raises(ConfigError, match="not a number"):
+        load_profile(_write(tmp_path, data))
+
+
+def test_schema_version_true_is_not_1(tmp_path):
+    data = _spec()
+    data["schema_version"] = True
+    with pytest.raises(ConfigError, match="schema_version"):
+        load_profile(_write(tmp_path, data))
+
+
+def test_shipped_profiles_all_load():
+    from simcluster.compute import list_network_profiles, list_profiles
+
+    for name in list_profiles():
+        load_profile(name)
+    for name in list_network_profiles():
+        load_network_profile(name)
+
+
+BASE = {
+    "name": "x",
+    "topology": "puhti",
+    "profile": "v100-sxm2-32gb",
+    "workload": {"model": "resnet18", "dataset": "cifar10", "batch_per_gpu": 32},
+    "schedules": [{"name": "ddp"}],
+    "study": {"gpus": [4]},
+}
+
+
+@pytest.mark.parametrize(
+    "field, value",
+    [
+        ("batch_per_gpu", True),
+        ("batch_per_gpu", "32"),
+        ("batch_per_gpu", 32.0),
+        ("epochs", float("nan")),
+        ("epochs", float("inf")),
+        ("epochs", "1"),
+    ],
+)
+def test_scenario_numbers_are_not_coerced(field, value):
+    data = json.loads(json.dumps(BASE))
+    data["workload"][field] = value
+    with pytest.raises(ConfigError, match=f"workload.{field}"):
+        parse_scenario(data, "s.yaml")
+
+
+@pytest.mark.parametrize("name", [".", "..", "...", "x" * 200])
+def test_scenario_name_cannot_escape_results(name):
+    with pytest.raises(ConfigError, match="name"):
+        parse_scenario({**BASE, "name": name}, "s.yaml")
+
+
+TOPO = {"max_nodes": 4, "node": {"template": "pcie", "gpus": 2}}
+
+
+@pytest.mark.parametrize(
+    "patch",
+    [
+        {"nics": {"count": 10**9}},
+        {"nics": {"count": True}},
+        {"nics": {"bandwidth": 5e-324}},
+        {"nics": {"bandwidth": "1e-300 B/s"}},
+        {"nics": {"latency": 1e9}},
+        {"gpus": "4"},
+    ],
+)
+def test_topology_numbers_are_bounded(patch):
+    data = json.loads(json.dumps(TOPO))
+    data["node"].update(patch)
+    with pytest.raises(ConfigError, match="node."):
+        spec_from_dict(data, "t.yaml")
+
+
+def test_topology_oversubscription_inf():
+    data = {**TOPO, "fabric": {"type": "fat_tree", "oversubscription": float("inf")}}
+    with pytest.raises(ConfigError, match="fabric.oversubscription"):
+        spec_from_dict(data, "t.yaml")
