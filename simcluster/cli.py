@@ -46,7 +46,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     from simcluster.schedules.spmv import prefetch_partitions, table1_tables
 
     # The folder is checked (and stale outputs found) before anything is simulated.
-    out = prepare_output_dir(args.out or sc.output or Path("results") / sc.name)
+    out = prepare_output_dir(
+        args.out or sc.output or Path("results") / sc.name,
+        "--out" if args.out else f"{sc.source}: output" if sc.output else "results folder",
+    )
     plots = [] if args.no_plots else ["scaling.png", "breakdown.png"]
     outputs = RunOutputs(
         out,

@@ -93,6 +93,8 @@ def estimate_size(sc: Any) -> SizeEstimate:
 
 def check_size(sc: Any, max_memory_gb: float | None = None) -> SizeEstimate:
     """Raise ConfigError (exit 2) with the estimate when it exceeds the limit."""
+    if max_memory_gb is not None and not (math.isfinite(max_memory_gb) and max_memory_gb > 0):
+        raise ConfigError(None, "--max-memory", max_memory_gb, "out of range", "a number of GB > 0")
     est = estimate_size(sc)
     limit = max_memory_gb * 1e9 if max_memory_gb is not None else 0.75 * machine_memory()
     file = getattr(sc, "source", None)

@@ -53,3 +53,10 @@ def test_huge_grid_is_refused_before_validating():
     ]
     with pytest.raises(ConfigError, match="grid too large"):
         make_grid(axes)
+
+
+@pytest.mark.parametrize("value", [-1.0, 0.0, float("nan"), float("inf")])
+def test_max_memory_must_be_a_positive_number(value):
+    sc = parse_scenario(BASE, "s.yaml")
+    with pytest.raises(ConfigError, match="--max-memory"):
+        check_size(sc, max_memory_gb=value)
