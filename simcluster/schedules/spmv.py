@@ -499,12 +499,21 @@ def prefetch_partitions(sc, workers: int | None = None) -> None:
     if not jobs:
         return
     jobs.sort(key=lambda j: -j[1].neurons * j[2])  # biggest first
+    import time
+
     tty = sys.stderr.isatty()
+    last = [time.perf_counter()]
 
     def note(done: int, label: str, parts: int, sec: float, cached: bool) -> None:
+        how = "cached" if cached else f"{sec:.1f} s"
         if tty:
-            how = "cached" if cached else f"{sec:.1f} s"
             sys.stderr.write(f"\rpartitions {done}/{len(jobs)}: {label} P={parts} ({how})\x1b[K")
+            sys.stderr.flush()
+        elif time.perf_counter() - last[0] >= 5.0:  # logs: a line every few seconds
+            last[0] = time.perf_counter()
+            sys.stderr.write(
+                f"simcluster: progress partitions {done}/{len(jobs)}: {label} P={parts} ({how})\n"
+            )
             sys.stderr.flush()
 
     kah = [j for j in jobs if j[1].partitioner == "kahypar"]
