@@ -125,6 +125,9 @@ def cmd_topo(args: argparse.Namespace) -> int:
         if Path(png).suffix.lower() != ".png":
             raise UserError(f"--png {png[:80]}: the drawing is a PNG; give a name ending in .png")
         prepare_output_dir(Path(png).parent, "--png")
+    from simcluster.sizing import check_topology_size
+
+    check_topology_size(args.topology, args.nodes)
     print(topology_cli(args.topology, png, args.nodes))  # names the picture once
     return 0
 
