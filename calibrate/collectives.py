@@ -180,7 +180,8 @@ def network_profile(
     for kind, (scope, rate) in nominal.items():
         if scope in scopes and rate > 0:
             bws = [r["bus_bandwidth"] or 0 for r in scopes[scope]["fits"].values()]
-            eff[kind] = float(f"{min(1.0, max(bws) / rate):.4g}")
+            if max(bws) > 0:  # no bandwidth term fitted: no measurement, no entry (never 0)
+                eff[kind] = float(f"{min(1.0, max(bws) / rate):.4g}")
     collectives = {
         scope: {
             "world": sc["world"],

@@ -49,7 +49,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     from simcluster.schedules import scenario_schedules
 
     # The folder is checked (and stale outputs found) before anything is simulated.
-    out = prepare_output_dir(args.out or sc.output or Path("results") / sc.name)
+    out = prepare_output_dir(
+        args.out or sc.output or Path("results") / sc.name,
+        "--out" if args.out else f"{sc.source}: output" if sc.output else "results folder",
+    )
     plots = [] if args.no_plots else ["scaling.png", "breakdown.png"]
     outputs = RunOutputs(
         out,
@@ -147,6 +150,9 @@ def cmd_topo(args: argparse.Namespace) -> int:
         if Path(png).suffix.lower() != ".png":
             raise UserError(f"--png {png[:80]}: the drawing is a PNG; give a name ending in .png")
         prepare_output_dir(Path(png).parent, "--png")
+    from simcluster.sizing import check_topology_size
+
+    check_topology_size(args.topology, args.nodes)
     print(topology_cli(args.topology, png, args.nodes))  # names the picture once
     return 0
 

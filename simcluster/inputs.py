@@ -99,6 +99,8 @@ def read_text(path: str | Path, what: str = "file") -> str:
     try:
         if p.is_dir():
             raise ConfigError(file, "<root>", file, f"is a folder, not a {what}")
+        if p.exists() and not p.is_file():  # a FIFO or device would block or never end
+            raise ConfigError(file, "<root>", file, f"not a regular file, so not a {what}")
         size = p.stat().st_size
         if size > MAX_BYTES:
             raise ConfigError(

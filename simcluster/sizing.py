@@ -27,7 +27,14 @@ from typing import Any
 
 from simcluster.errors import ConfigError
 
-__all__ = ["SizeEstimate", "estimate_size", "check_size", "machine_memory", "MAX_RANKS"]
+__all__ = [
+    "SizeEstimate",
+    "estimate_size",
+    "check_size",
+    "check_topology_size",
+    "machine_memory",
+    "MAX_RANKS",
+]
 
 BASE_BYTES = 100e6
 PER_RANK_BYTES = 10e3
@@ -91,8 +98,24 @@ def estimate_size(sc: Any) -> SizeEstimate:
     return SizeEstimate(ranks, nodes, links, ranks, programs, ops, memory)
 
 
+def check_topology_size(name: str, num_nodes: int | None, max_links: int = 20_000_000) -> None:
+    """Refuse (exit 2) building a topology of more than ``max_links`` directed links."""
+    from simcluster.topology import load_topology
+
+    probe = load_topology(name, num_nodes=1)
+    nodes = num_nodes if num_nodes is not None else getattr(probe, "max_nodes", 1) or 1
+    links = probe.num_links + (nodes - 1) * (2 * probe._edges_per_node + 4)
+    if links > max_links:
+        raise ConfigError(
+            None, "--nodes", nodes, f"too large to build: ~{links:,} links",
+            f"at most {max_links:,} links",
+        )  # fmt: skip
+
+
 def check_size(sc: Any, max_memory_gb: float | None = None) -> SizeEstimate:
     """Raise ConfigError (exit 2) with the estimate when it exceeds the limit."""
+    if max_memory_gb is not None and not (math.isfinite(max_memory_gb) and max_memory_gb > 0):
+        raise ConfigError(None, "--max-memory", max_memory_gb, "out of range", "a number of GB > 0")
     est = estimate_size(sc)
     limit = max_memory_gb * 1e9 if max_memory_gb is not None else 0.75 * machine_memory()
     file = getattr(sc, "source", None)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -38,7 +39,8 @@ def test_bad_scenarios_exit_2_without_traceback(tmp_path, mutate, field):
         [sys.executable, "-m", "simcluster.cli", "run", str(path)],
         capture_output=True,
         text=True,
-        cwd=tmp_path,
+        cwd=tmp_path,  # this checkout's code, not whatever `simcluster` is installed:
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])},
     )
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr

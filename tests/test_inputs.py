@@ -81,3 +81,12 @@ def test_cli_run_one_line_exit_2(tmp_path, capsys, content):
     assert main(["run", str(p), "--no-plots", "--out", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "Traceback" not in err and str(p) in err
+
+
+def test_fifo_is_refused_not_waited_on(tmp_path):
+    import os
+
+    fifo = tmp_path / "s.yaml"
+    os.mkfifo(fifo)
+    with pytest.raises(ConfigError, match="not a regular file"):
+        load_yaml(fifo)

@@ -53,3 +53,21 @@ def test_huge_grid_is_refused_before_validating():
     ]
     with pytest.raises(ConfigError, match="grid too large"):
         make_grid(axes)
+
+
+@pytest.mark.parametrize("value", [-1.0, 0.0, float("nan"), float("inf")])
+def test_max_memory_must_be_a_positive_number(value):
+    sc = parse_scenario(BASE, "s.yaml")
+    with pytest.raises(ConfigError, match="--max-memory"):
+        check_size(sc, max_memory_gb=value)
+
+
+def test_topo_refuses_a_huge_build(tmp_path, capsys):
+    t = tmp_path / "big.yaml"
+    t.write_text(
+        "max_nodes: 10000000\nnode: {template: pcie, gpus: 4}\n"
+        "fabric: {type: fat_tree, nodes_per_leaf: 20}\n"
+    )
+    assert main(["topo", str(t), "--no-png"]) == 2
+    assert "too large to build" in capsys.readouterr().err
+    assert main(["topo", str(t), "--no-png", "--nodes", "4"]) == 0

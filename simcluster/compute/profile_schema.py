@@ -12,7 +12,8 @@ Bounds (units):
 
 - peak FLOP/s: 1e6 .. 1e19 (a slow CPU core to a rack of accelerators);
 - bandwidths: 1e3 .. 1e16 bytes/s (the topology's link bounds);
-- efficiencies and fractions: 1e-4 .. 1 (below, rates vanish into float round-off);
+- efficiencies and fractions: 1e-6 .. 1 (a loaded loopback measured 9e-5; far below,
+  rates vanish into float round-off: 5e-324 stalled max-min);
 - per-launch and per-message overheads: 0 .. 1 s;
 - fitted coefficients (measured profiles): finite and >= 0.
 """
@@ -37,7 +38,7 @@ __all__ = [
 
 Flops = Annotated[float, Field(ge=1e6, le=1e19, description="FLOP/s")]
 Rate = Annotated[float, Field(ge=1e3, le=1e16, description="bytes/s")]
-Fraction = Annotated[float, Field(ge=1e-4, le=1, description="fraction of peak")]
+Fraction = Annotated[float, Field(ge=1e-6, le=1, description="fraction of peak")]
 Overhead = Annotated[float, Field(ge=0, le=1, description="seconds")]
 
 #: profile sections: strict numbers, unknown keys allowed (notes, newer fields)

@@ -542,6 +542,7 @@ def prefetch_partitions(sc, workers: int | None = None) -> None:
     if not jobs:
         return
     jobs.sort(key=lambda j: -j[1].neurons * j[2])  # biggest first
+
     tty = sys.stderr.isatty()
     t0 = time.perf_counter()
     kah = [j for j in jobs if j[1].partitioner == "kahypar"]
