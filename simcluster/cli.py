@@ -451,6 +451,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UserError as exc:
         print(f"simcluster: error: {exc}", file=sys.stderr)
         return exc.exit_code
+    except BrokenPipeError:  # `simcluster list | head`: the reader left, as for any filter
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # no second error when Python flushes stdout
+        return 141
     except OSError as exc:  # the file system refused a path the user gave (too long, ...)
         name = str(exc.filename or "")
         name = name if len(name) <= 80 else name[:77] + "..."

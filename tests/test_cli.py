@@ -118,3 +118,21 @@ def test_bad_flag_exit_2(capsys):
     with pytest.raises(SystemExit) as info:
         main(["run", str(PUHTI), "--network-model", "fast"])
     assert info.value.code == 2
+
+
+def test_list_into_a_closed_pipe_is_quiet():
+    """`simcluster list | head -1`: the reader leaves early; no error line, no traceback."""
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "simcluster.cli", "list"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.readline()
+    proc.stdout.close()  # as `head -1` does
+    err = proc.stderr.read().decode()
+    proc.wait(timeout=60)
+    assert "error" not in err and "Traceback" not in err
