@@ -24,16 +24,17 @@ import argparse
 import copy
 import datetime as _dt
 import json
-import statistics
 import sys
 from pathlib import Path
 from typing import Any
 
-from calibrate.fit import fit_cost_model
 from simcluster.compute.loader import read_profile_data
-from simcluster.compute.measured import COMPUTE_FEATURES, Fit, layer_features
+from simcluster.compute.measured import COMPUTE_FEATURES, layer_features
 from simcluster.compute.precision import HALF_OPS
 from simcluster.errors import ConfigError, UserError
+
+from .fit import fit_cost_model
+from .runner import _scaled_fit
 
 __all__ = ["WAVE_FEATURES", "features_for", "refit_compute", "refit_profile", "main"]
 
@@ -50,7 +51,7 @@ def features_for(key: str) -> tuple[str, ...]:
 
 def _rows(data: dict[str, Any]) -> dict[tuple[str, str], list[dict[str, Any]]]:
     """Samples grouped by (precision, key) for the op class and for its variant."""
-    from calibrate.transfer_error import _layers
+    from .transfer_error import _layers
 
     tables: dict[str, dict] = {}
     rows: dict[tuple[str, str], list[dict[str, Any]]] = {}
@@ -80,25 +81,7 @@ def _fit(recs: list[dict], key: str, precision: str, pass_: str, cache: float, s
 
 
 def _scaled(base: dict, recs: list[dict], precision: str, pass_: str, cache: float, sms: int):
-    fit = Fit(tuple(base["features"]), tuple(base["coef"]))
-    pairs = []
-    for r in recs:
-        if not r[pass_]:
-            continue
-        pred = fit(layer_features(r["layer"], r["batch"], precision, pass_, cache, sms))
-        if pred > 0:
-            pairs.append((r[pass_], pred))
-    scale = statistics.median(t / p for t, p in pairs) if pairs else 1.0
-    rel = [abs(scale * p - t) / t for t, p in pairs] or [0.0]
-    return {
-        "features": list(base["features"]),
-        "coef": [float(f"{c * scale:.6g}") for c in base["coef"]],
-        "n": len(pairs),
-        "scaled_from": "op class fit",
-        "scale": float(f"{scale:.4g}"),
-        "rel_err_median": float(f"{statistics.median(rel):.4g}"),
-        "rel_err_max": float(f"{max(rel):.4g}"),
-    }
+    return _scaled_fit(base, recs, precision, pass_, cache, sms)
 
 
 def refit_compute(data: dict[str, Any], sm_count: int) -> dict[str, Any]:

@@ -640,15 +640,24 @@ def _fit_compute(
 
 
 def _scaled_fit(
-    base: dict, recs: list[dict], precision: str, pass_: str, cache_bytes: float
+    base: dict,
+    recs: list[dict],
+    precision: str,
+    pass_: str,
+    cache_bytes: float,
+    sm_count: int = 0,
 ) -> dict:
-    """``base`` times the median ratio measured / predicted over ``recs``."""
+    """``base`` times the median ratio measured / predicted over ``recs`` (samples with a
+    measured time; ``sm_count`` for the wave feature, as :func:`layer_features`)."""
     from simcluster.compute.measured import Fit
 
     fit = Fit(tuple(base["features"]), tuple(base["coef"]))
     pairs = []
     for r in recs:
-        pred = fit(layer_features(r["layer"], r["batch"], precision, pass_, cache_bytes))
+        if not r[pass_]:
+            continue
+        feats = layer_features(r["layer"], r["batch"], precision, pass_, cache_bytes, sm_count)
+        pred = fit(feats)
         if pred > 0 and r[pass_] > 0:
             pairs.append((r[pass_], pred))
     scale = statistics.median(t / p for t, p in pairs) if pairs else 1.0

@@ -101,7 +101,7 @@ def build_module(
     assert model is not None
     if model.startswith("torchvision:"):
         return _torchvision(model.split(":", 1)[1], num_classes), model
-    from calibrate.models import torch_model
+    from .models import torch_model
 
     try:
         return torch_model(model, num_classes), model
