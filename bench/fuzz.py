@@ -422,6 +422,24 @@ def _cli_line(rng: random.Random, workdir: Path) -> tuple[list[str], Path | None
         ["calibrate", "check", "--profile", w],
         [w],
     ]  # fmt: skip
+    if rng.random() < 0.15:  # --resume over a damaged points.csv / points.keys
+        folder = workdir / "sweep"
+        folder.mkdir()
+        header = b"seed,schedule,gpus,nodes,iteration_time_s\n"
+        damaged = rng.choice(
+            [
+                b"\xff\xfe" + header,
+                header + b'1,"ddp\x00\n',
+                b"a," + b"x" * 200_000 + b"\n",
+                header + b"1,ddp,4,1,nan\n" * 3,
+                header + b'"unterminated\n',
+                bytes(rng.randrange(256) for _ in range(300)),
+            ]
+        )
+        (folder / rng.choice(["points.csv", "points.keys"])).write_bytes(damaged)
+        argv = ["sweep", str(tiny), "--set", "seed=1,2", "--out", str(folder), "--resume",
+                "--no-plots"]  # fmt: skip
+        return argv, None, "cli: sweep --resume over damaged files"
     argv = rng.choice(lines)
     return argv, None, "cli: " + " ".join(a[:40] for a in argv)
 
@@ -487,6 +505,11 @@ def main(argv: list[str] | None = None) -> int:
         resource.setrlimit(resource.RLIMIT_AS, (8 * 2**30, resource.RLIM_INFINITY))
     except (ImportError, ValueError, OSError):  # pragma: no cover
         pass
+    import os
+
+    # partitions of mutated sparse DNNs go to a throw-away cache, not the user's
+    cache = tempfile.TemporaryDirectory(prefix="simcluster-fuzz-cache-")
+    os.environ["SIMCLUSTER_CACHE_DIR"] = cache.name
     records = []
     t0 = time.perf_counter()
     for i in range(args.count):

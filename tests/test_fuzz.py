@@ -21,6 +21,15 @@ from hypothesis import strategies as st
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 import fuzz  # noqa: E402
 
+
+@pytest.fixture(autouse=True, scope="module")
+def _private_partition_cache(tmp_path_factory):
+    """Partitions of mutated sparse DNNs go to a throw-away cache, not ~/.cache."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("SIMCLUSTER_CACHE_DIR", str(tmp_path_factory.mktemp("partitions")))
+        yield
+
+
 PROPERTY = settings(
     max_examples=60,
     deadline=None,  # one input is bounded by fuzz.run_cli's 60 s alarm instead

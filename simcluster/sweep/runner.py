@@ -184,8 +184,12 @@ def read_points(path: Path) -> tuple[list[str], list[dict[str, str]]]:
     if not text.strip():
         return [], []
     complete = text if text.endswith("\n") else text[: text.rfind("\n") + 1]
-    reader = csv.reader(io.StringIO(complete))
-    lines = list(reader)
+    try:
+        lines = list(csv.reader(io.StringIO(complete)))
+    except csv.Error as exc:
+        raise ConfigError(
+            str(path), "<root>", None, f"not a points file ({exc})", "remove it or use --out"
+        ) from None
     if not lines:
         return [], []
     header, body = lines[0], lines[1:]
