@@ -179,3 +179,16 @@ def test_transport_applies_once_and_defaults_staging_to_pcie():
     kind = cluster.fabric.kind
     want = min(netp.link_efficiency[kind], pcie * netp.link_efficiency.get("pcie", 1.0) / port)
     assert once.link_efficiency[kind] == pytest.approx(want)
+
+
+def test_bad_transport_in_a_profile_is_a_config_error(tmp_path):
+    import json
+
+    from simcluster.paths import network_profiles_dir
+
+    data = json.loads((network_profiles_dir() / "nccl-spec.json").read_text())
+    data["network"]["transport"] = {"net": "tcp"}
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(ConfigError, match=r"network\.transport\.net"):
+        load_network_profile(str(path))
