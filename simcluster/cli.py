@@ -237,6 +237,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
 def cmd_nccl_tests(args: argparse.Namespace) -> int:
     from simcluster.collectives import CommContext
     from simcluster.compute import load_network_profile
+    from simcluster.network.transport import with_transport
     from simcluster.report.nccl_tests import (
         format_rows,
         parse_size,
@@ -247,7 +248,7 @@ def cmd_nccl_tests(args: argparse.Namespace) -> int:
 
     cluster = load_topology(args.topology, num_nodes=args.nodes)
     netp = load_network_profile(args.network_profile)
-    ctx = CommContext.from_profile(cluster, netp)
+    ctx = CommContext.from_profile(cluster, with_transport(netp, cluster))
     sizes = sizes_between(parse_size(args.minbytes, "-b"), parse_size(args.maxbytes, "-e"),
                           args.stepfactor)  # fmt: skip
     rows = run_nccl_tests(ctx, args.op, sizes, args.network_model, args.algo, args.proto)

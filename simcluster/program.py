@@ -77,8 +77,9 @@ class CollectiveCall:
         return tuple(r for g in self.groups for r in g)
 
 
-#: compute kernels, collectives, device-to-host copies, host-to-device copies, CPU threads
-STREAMS = ("compute", "comm", "copy", "h2d", "cpu")
+#: compute kernels, collectives, device-to-host copies, host-to-device copies, CPU threads,
+#: a framework's control thread (Horovod's background loop: cycle waits and negotiation)
+STREAMS = ("compute", "comm", "copy", "h2d", "cpu", "ctrl")
 
 
 class ProgramError(SimclusterError, ValueError):

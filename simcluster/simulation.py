@@ -18,6 +18,7 @@ from typing import Any
 from simcluster.collectives import CommContext, estimate_phases
 from simcluster.compute import NetworkProfile, load_network_profile
 from simcluster.engine import Engine, Trace
+from simcluster.network.transport import with_transport
 from simcluster.program import CollectiveCall, RankClass
 from simcluster.schedules import BuildContext
 from simcluster.topology import load_topology
@@ -65,7 +66,7 @@ class Simulation:
             if isinstance(network_profile, NetworkProfile)
             else load_network_profile(network_profile)
         )
-        ctx = CommContext.from_profile(cache[nodes], netp)
+        ctx = CommContext.from_profile(cache[nodes], with_transport(netp, cache[nodes]))
         return cls(cache[nodes], netp, Engine(ctx, network_model))
 
     @classmethod

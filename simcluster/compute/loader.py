@@ -50,6 +50,9 @@ class NetworkProfile:
     protocols: dict[str, Any] = field(default_factory=dict)
     #: the file it was read from
     file: str | None = None
+    #: ``network.transport`` as checked (IB verbs / sockets, GPUDirect RDMA); empty:
+    #: the default, see :mod:`simcluster.network.transport`
+    transport: dict[str, Any] = field(default_factory=dict)
 
     def describe(self) -> str:
         return f"{self.name} ({self.kind})"
@@ -169,4 +172,5 @@ def load_network_profile(name_or_path: str) -> NetworkProfile:
         collectives=dict(net.collectives),
         protocols=dict(net.protocols),
         file=str(path),
+        transport=net.transport.model_dump() if net.transport is not None else {},
     )

@@ -21,7 +21,7 @@ Bounds (units):
 from __future__ import annotations
 
 import math
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import ConfigDict, Field, ValidationError, field_validator
 
@@ -31,6 +31,7 @@ from simcluster.schema import STRICT_CONFIG, StrictModel, pydantic_to_config_err
 __all__ = [
     "SpecDevice",
     "NetworkSection",
+    "TransportSection",
     "validate_spec_device",
     "validate_network",
     "check_number",
@@ -74,6 +75,21 @@ class SpecDevice(StrictModel):
         return v
 
 
+class TransportSection(StrictModel):
+    """``network.transport``: IB verbs or sockets, GPUDirect RDMA on or off
+    (:mod:`simcluster.network.transport`); the defaults are IB verbs with GDR."""
+
+    model_config = _OPEN
+    net: Literal["ib", "socket"] = "ib"
+    gpudirect_rdma: bool = True
+    connections: int = Field(1, ge=1, le=4096)
+    connection_bandwidth: Rate | None = None
+    socket_per_message_s: Overhead = 0.0
+    staging_bandwidth: Rate | None = None
+    staging_per_message_s: Overhead = 0.0
+    source: str = ""
+
+
 class NetworkSection(StrictModel):
     """``network`` of a network profile."""
 
@@ -83,6 +99,8 @@ class NetworkSection(StrictModel):
     collectives: dict[str, Any] = {}
     #: LL / LL128 / Simple numbers, checked by simcluster.collectives.protocols
     protocols: dict[str, Any] = {}
+    #: how NCCL crosses nodes; absent: IB verbs with GPUDirect RDMA (no change)
+    transport: TransportSection | None = None
 
 
 def validate_spec_device(data: Any, file: str) -> SpecDevice:

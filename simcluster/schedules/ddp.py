@@ -1,11 +1,16 @@
-"""PyTorch DistributedDataParallel: dense gradients allreduced in buckets.
+"""PyTorch DistributedDataParallel (or apex DDP): dense gradients allreduced in buckets.
 
 Per iteration on every rank: forward and backward (with gradient accumulation,
 syncing only on the last micro-step). Gradients are grouped into buckets in
-backward order (first bucket ``first_bucket_mb``, then ``bucket_cap_mb``); each
-bucket's allreduce is launched on the communication stream as soon as its last
-gradient is ready, so it overlaps the rest of backward. The optimizer step
-waits for the last allreduce.
+backward order (PyTorch: first bucket ``first_bucket_mb``, then
+``bucket_cap_mb``; apex: buckets of at least ``message_size`` elements). As
+each gradient is ready the framework copies it into its bucket on the compute
+stream; a bucket's allreduce is launched on the communication stream when its
+last copy is done, so it overlaps the rest of backward. After backward the
+compute stream waits for each allreduce in bucket order and copies the results
+back into the gradients, then the optimizer steps. The copies and casts are the
+frameworks' own kernels, timed by the device profile
+(:mod:`simcluster.schedules.frameworks`).
 """
 
 from __future__ import annotations
@@ -23,7 +28,13 @@ from simcluster.schedules.base import (
     algorithm_name,
     register,
 )
-from simcluster.schedules.training import MB, bucketed_allreduce, micro_steps, optimizer_step
+from simcluster.schedules.frameworks import APEX_MESSAGE_SIZE, apex_buckets, ddp_backward
+from simcluster.schedules.training import (
+    MB,
+    grad_tensors,
+    make_buckets,
+    optimizer_step,
+)
 
 __all__ = ["DDP", "DDPOptions"]
 
@@ -35,6 +46,15 @@ class DDPOptions(Options):
     gradient_dtype: Literal["fp32", "fp16", "bf16"] = Field(
         "fp32", description="dtype on the wire (fp16/bf16 = a compression comm hook)"
     )
+    implementation: Literal["torch", "apex"] = Field(
+        "torch", description="torch.nn.parallel.DistributedDataParallel or apex's DDP"
+    )
+    gradient_as_bucket_view: bool = Field(
+        False, description="torch DDP: gradients are views of the buckets (no copy-out)"
+    )
+    message_size: int = Field(
+        APEX_MESSAGE_SIZE, gt=0, description="apex: elements per bucket (at least)"
+    )
 
 
 @register
@@ -45,23 +65,23 @@ class DDP(Schedule):
 
     def build(self, ctx: BuildContext) -> Iteration:
         o: DDPOptions = self.options  # type: ignore[assignment]
+        p = ctx.profile
         prog = RankClass("all", ctx.ranks)
-        ready = micro_steps(
-            prog, ctx.model, ctx.profile, ctx.batch, ctx.precision, ctx.accumulation
-        )
-        backward_done = prog.ops[-1].id
         wire = 4 if o.gradient_dtype == "fp32" else 2
-        synced = bucketed_allreduce(
+        apex = o.implementation == "apex"
+        if apex:
+            buckets = apex_buckets(grad_tensors(ctx.model), o.message_size)
+        else:
+            buckets = make_buckets(ctx.model, o.bucket_cap_mb * MB, o.first_bucket_mb * MB, wire)
+        deps = ddp_backward(
             prog,
-            ctx.model,
+            ctx,
+            buckets,
             (ctx.ranks,),
-            ready,
-            o.bucket_cap_mb * MB,
-            o.first_bucket_mb * MB,
             wire,
             o.algorithm,
-            "allreduce",
+            apex=apex,
+            gradient_as_bucket_view=o.gradient_as_bucket_view,
         )
-        deps = (backward_done, *synced[-1:])
-        optimizer_step(prog, ctx.profile, ctx.model.params, ctx.precision, deps, ctx.optimizer)
+        optimizer_step(prog, p, ctx.model.params, ctx.precision, deps, ctx.optimizer)
         return Iteration([prog], samples=ctx.gpus * ctx.batch * ctx.accumulation)

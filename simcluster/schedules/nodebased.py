@@ -24,7 +24,8 @@ from simcluster.schedules.base import (
     algorithm_name,
     register,
 )
-from simcluster.schedules.training import MB, bucketed_allreduce, micro_steps, optimizer_step
+from simcluster.schedules.frameworks import ddp_backward
+from simcluster.schedules.training import MB, make_buckets, optimizer_step
 
 __all__ = ["NodeBased", "NodeBasedOptions", "averagings_per_epoch"]
 
@@ -69,29 +70,12 @@ class NodeBased(Schedule):
     def step(self, ctx: BuildContext, average: bool) -> Iteration:
         o: NodeBasedOptions = self.options  # type: ignore[assignment]
         prog = RankClass("all", ctx.ranks)
-        ready = micro_steps(
-            prog, ctx.model, ctx.profile, ctx.batch, ctx.precision, ctx.accumulation
-        )
-        backward_done = prog.ops[-1].id
-        synced = bucketed_allreduce(
-            prog,
-            ctx.model,
-            self.groups(ctx),
-            ready,
-            o.bucket_cap_mb * MB,
-            1 * MB,
-            4,
-            o.algorithm,
-            "intra_allreduce",
-            "intra",
+        buckets = make_buckets(ctx.model, o.bucket_cap_mb * MB, 1 * MB, 4)
+        deps = ddp_backward(
+            prog, ctx, buckets, self.groups(ctx), 4, o.algorithm, "intra_allreduce", "intra"
         )
         opt = optimizer_step(
-            prog,
-            ctx.profile,
-            ctx.model.params,
-            ctx.precision,
-            (backward_done, *synced[-1:]),
-            ctx.optimizer,
+            prog, ctx.profile, ctx.model.params, ctx.precision, deps, ctx.optimizer
         )
         if average and ctx.gpus > 1:
             call = CollectiveCall(

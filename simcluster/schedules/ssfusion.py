@@ -53,6 +53,11 @@ from simcluster.schedules.base import (
     algorithm_name,
     register,
 )
+from simcluster.schedules.frameworks import (
+    HOROVOD_CYCLE_MS,
+    fused_copy_time,
+    horovod_cycle_wait,
+)
 from simcluster.schedules.training import (
     ENTRY_BYTES,
     MB,
@@ -240,6 +245,14 @@ def tensor_missing_rate(sizes: Sequence[int], scales: Sequence[float], density: 
 
 class FusionOptions(Options):
     buffer_mb: float = Field(64.0, gt=0, le=4096, description="fusion buffer size, MiB")
+    framework: Literal["horovod", "none"] = Field(
+        "horovod",
+        description="horovod: cycle wait, negotiation and fusion-buffer copies per buffer "
+        "(SSFusion runs on Horovod 0.28.1, section V); none: collectives alone",
+    )
+    cycle_time_ms: float = Field(
+        HOROVOD_CYCLE_MS, gt=0, le=1000, description="Horovod cycle time, ms (1 since v0.21)"
+    )
     density: float = Field(0.01, gt=0, le=1, description="fraction of entries kept")
     method: Literal["exact", "dgc", "gaussian", "random", "threshold"] = "dgc"
     algorithm: algorithm_name("allreduce", "allgather") = "auto"
@@ -295,6 +308,33 @@ class _Fusion(Schedule):
                 by_layer.setdefault(t.layer, []).append(t)
         buffer_of = {t.index: b for b in buffers for t in b.tensors}
         comm_ops: list[str] = []
+        horovod = o.framework == "horovod" and ctx.gpus > 1
+        # Horovod's controller: a bit-vector allreduce over the response cache's entries
+        negotiation = (
+            horovod_cycle_wait(o.cycle_time_ms)
+            + ctx.estimate(
+                CollectiveCall("allreduce", (ctx.ranks,), float(-(-len(tb) // 8)), o.algorithm)
+            )
+            if horovod
+            else 0.0
+        )
+
+        def negotiate(name: str, deps: tuple[str, ...], nbytes: float) -> tuple[str, ...]:
+            """Cycle wait + negotiation on the control thread, then copy into the buffer."""
+            if not horovod:
+                return deps
+            neg = prog.add(compute(f"negotiate.{name}", negotiation, "negotiation", deps, "ctrl"))
+            t = fused_copy_time(p, nbytes)
+            op = prog.add(compute(f"fuse_in.{name}", t, "framework", (neg.id,), "comm"))
+            return (op.id,)
+
+        def unfuse(name: str, nbytes: float) -> None:
+            """Copy the collective's output out of the fusion buffer (Horovod's stream)."""
+            if horovod:
+                t = fused_copy_time(p, nbytes)
+                comm_ops.append(
+                    prog.add(compute(f"fuse_out.{name}", t, "framework", (), "comm")).id
+                )
 
         def on_grad(i: int, grad_op: str) -> None:
             for t in by_layer[i]:
@@ -346,13 +386,11 @@ class _Fusion(Schedule):
                     pending[b.index].append(grad_op)
                 if plan.get("split") is not None and t.index == plan["split_after"]:
                     call = CollectiveCall("allreduce", (ctx.ranks,), plan["ar_bytes"], o.algorithm)
+                    deps = negotiate(f"ar{b.index}", tuple(pending[b.index]), plan["ar_bytes"])
                     comm_ops.append(
-                        prog.add(
-                            collective(
-                                f"allreduce.{b.index}", call, "allreduce", tuple(pending[b.index])
-                            )
-                        ).id
+                        prog.add(collective(f"allreduce.{b.index}", call, "allreduce", deps)).id
                     )
+                    unfuse(f"ar{b.index}", plan["ar_bytes"])
             b = last_tensor.get(i)
             if b is None or ctx.gpus < 2:
                 return
@@ -363,6 +401,7 @@ class _Fusion(Schedule):
                 deps = (
                     prog.add(compute(f"sparsify.buf{b.index}", t_s, "sparsification", deps)).id,
                 )
+            deps = negotiate(str(b.index), deps, plan["ag_bytes"] + plan["dense_ar_bytes"])
             if plan["ag_bytes"] > 0:
                 call = CollectiveCall("allgather", (ctx.ranks,), plan["ag_bytes"], o.algorithm)
                 comm_ops.append(
@@ -375,6 +414,7 @@ class _Fusion(Schedule):
                 comm_ops.append(
                     prog.add(collective(f"allreduce.{b.index}", call, "allreduce", deps)).id
                 )
+            unfuse(str(b.index), ctx.gpus * plan["ag_bytes"] + plan["dense_ar_bytes"])
 
         micro_steps(prog, ctx.model, p, ctx.batch, ctx.precision, ctx.accumulation, on_grad)
         last = prog.ops[-1].id

@@ -182,6 +182,7 @@ def nccl_tests_value(m: Metric, sc) -> tuple[float, str]:
     """
     from simcluster.collectives import CommContext
     from simcluster.compute import load_network_profile
+    from simcluster.network.transport import with_transport
     from simcluster.report.nccl_tests import NCCL_TEST_OPS, run_nccl_tests
     from simcluster.topology import load_topology
 
@@ -195,6 +196,6 @@ def nccl_tests_value(m: Metric, sc) -> tuple[float, str]:
         raise MetricError(f"{gpus} GPUs do not fill nodes of {per_node}")
     cluster = load_topology(sc.topology, num_nodes=gpus // per_node)
     netp = load_network_profile(sc.network_profile)
-    ctx = CommContext.from_profile(cluster, netp)
+    ctx = CommContext.from_profile(cluster, with_transport(netp, cluster))
     row = run_nccl_tests(ctx, m.nccl_op, [int(m.nbytes)], sc.network_model, m.algorithm)[0]
     return float(row[m.value]), f"{netp.describe()} [network only, {row['algorithm']}]"

@@ -1,0 +1,194 @@
+"""Framework mechanics (DDP's bucket copies, apex buckets, Horovod's cycle) and NCCL
+transports (sockets, GPUDirect RDMA off), checked against their closed forms."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from simcluster.collectives import CommContext
+from simcluster.compute import load_network_profile, load_profile
+from simcluster.engine import Engine
+from simcluster.errors import ConfigError
+from simcluster.network.transport import with_transport
+from simcluster.schedules import BuildContext, get_schedule
+from simcluster.schedules.frameworks import APEX_MESSAGE_SIZE, apex_buckets, horovod_cycle_wait
+from simcluster.schedules.training import grad_tensors, make_buckets
+from simcluster.topology import load_topology
+from simcluster.workload import build_model
+
+MB = 1024 * 1024
+
+
+@pytest.fixture(scope="module")
+def model():
+    return build_model("resnet50", 224, 1000)
+
+
+@pytest.fixture(scope="module")
+def profile():
+    return load_profile("v100-sxm2-32gb")
+
+
+def build(name, cluster, gpus, model, profile, **options):
+    cls = get_schedule(name)
+    ctx = BuildContext(cluster, gpus, model, profile, 32, "fp32", 1, 0)
+    return cls(cls.Options(**options)).build(ctx)
+
+
+def ops(it, prefix):
+    return [op for op in it.classes[0].ops if op.id.startswith(prefix)]
+
+
+def test_ddp_copies_every_gradient_in_and_out(star_cluster, model, profile):
+    it = build("ddp", star_cluster(8, 10e9, 1e-6), 8, model, profile)
+    want = sum(profile.elementwise_time(8 * t.numel) for t in grad_tensors(model))
+    assert sum(op.duration for op in ops(it, "allreduce.copy_in")) == pytest.approx(want)
+    assert sum(op.duration for op in ops(it, "allreduce.copy_out")) == pytest.approx(want)
+    view = build(
+        "ddp", star_cluster(8, 10e9, 1e-6), 8, model, profile, gradient_as_bucket_view=True
+    )
+    assert not ops(view, "allreduce.copy_out")
+    assert sum(op.duration for op in ops(view, "allreduce.copy_in")) == pytest.approx(want)
+
+
+def test_ddp_single_gpu_pays_no_framework_cost(star_cluster, model, profile):
+    it = build("ddp", star_cluster(4, 10e9, 1e-6), 1, model, profile)
+    assert not [op for op in it.classes[0].ops if op.category == "framework"]
+
+
+def test_every_bucket_is_reduced_even_when_a_layer_closes_two(star_cluster, model, profile):
+    buckets = make_buckets(model, 0.05 * MB, 0.05 * MB, 4)
+    it = build("ddp", star_cluster(8, 10e9, 1e-6), 8, model, profile, bucket_cap_mb=0.05,
+               first_bucket_mb=0.05)  # fmt: skip
+    reduced = [op for op in it.classes[0].ops if op.is_collective]
+    assert len(reduced) == len(buckets)
+    assert sum(op.call.nbytes for op in reduced) == 4 * model.params
+
+
+def test_fp16_hook_halves_the_wire_and_pays_two_casts(star_cluster, model, profile):
+    it = build("ddp", star_cluster(8, 10e9, 1e-6), 8, model, profile, gradient_dtype="fp16")
+    reduced = [op for op in it.classes[0].ops if op.is_collective]
+    assert sum(op.call.nbytes for op in reduced) == 2 * model.params
+    prep = sum(op.duration for op in ops(it, "allreduce.prep"))
+    buckets = make_buckets(model, 25 * MB, 1 * MB, 2)
+    assert prep == pytest.approx(sum(profile.elementwise_time(6 * b.numel) for b in buckets))
+
+
+def test_apex_buckets_hold_at_least_message_size(model):
+    buckets = apex_buckets(grad_tensors(model), 2_000_000)
+    assert sum(b.numel for b in buckets) == model.params
+    assert all(b.numel >= 2_000_000 for b in buckets[:-1])
+    assert all(b.numel - b.tensors[-1].numel < 2_000_000 for b in buckets)
+
+
+def test_apex_ddp_flattens_per_bucket(star_cluster, model, profile):
+    it = build("ddp", star_cluster(8, 10e9, 1e-6), 8, model, profile, implementation="apex")
+    buckets = apex_buckets(grad_tensors(model), APEX_MESSAGE_SIZE)
+    assert len([op for op in it.classes[0].ops if op.is_collective]) == len(buckets)
+    assert not ops(it, "allreduce.copy_in")
+    assert len(ops(it, "allreduce.prep")) == len(buckets)
+
+
+def test_horovod_cycle_and_negotiation_gate_each_buffer(star_cluster, model, profile):
+    cluster = star_cluster(8, 10e9, 1e-6)
+    it = build("fusion-dense", cluster, 8, model, profile, cycle_time_ms=5.0)
+    neg = ops(it, "negotiate.")
+    assert neg and all(op.stream == "ctrl" for op in neg)
+    # a bare context estimates collectives at 0 s: the wait is half a cycle
+    assert all(op.duration == pytest.approx(horovod_cycle_wait(5.0)) for op in neg)
+    assert horovod_cycle_wait(5.0) == pytest.approx(2.5e-3)
+    for op in it.classes[0].ops:
+        if op.is_collective:
+            assert op.deps[0].startswith("fuse_in.")
+    plain = build("fusion-dense", cluster, 8, model, profile, framework="none")
+    slow = Engine(CommContext(cluster)).run(it.classes).end_time
+    fast = Engine(CommContext(cluster)).run(plain.classes).end_time
+    assert slow > fast
+
+
+# -- transports --------------------------------------------------------------------------
+
+
+def _puhti(nodes=2):
+    return load_topology("puhti", num_nodes=nodes)
+
+
+def _with(netp, **transport):
+    return dataclasses.replace(netp, transport=transport)
+
+
+def test_default_transport_changes_nothing():
+    netp = load_network_profile("nccl-spec")
+    assert with_transport(netp, _puhti()) is netp
+    assert with_transport(_with(netp, net="ib", gpudirect_rdma=True), _puhti()).link_efficiency \
+        == netp.link_efficiency  # fmt: skip
+
+
+def test_socket_transport_needs_its_measured_numbers():
+    netp = _with(load_network_profile("nccl-spec"), net="socket")
+    with pytest.raises(ConfigError, match="connection_bandwidth"):
+        with_transport(netp, _puhti())
+
+
+def test_socket_caps_the_fabric_at_connections_times_rate():
+    cluster = _puhti()
+    netp = load_network_profile("nccl-spec")
+    out = with_transport(
+        _with(
+            netp, net="socket", connections=2, connection_bandwidth=1e9, socket_per_message_s=2e-5
+        ),  # fmt: skip
+        cluster,
+    )
+    kind = cluster.fabric.kind
+    port = min(bw for bw, inter in zip(cluster.link_bandwidth, cluster.inter_node_link,
+                                       strict=True) if inter)  # fmt: skip
+    assert out.link_efficiency[kind] == pytest.approx(min(netp.link_efficiency[kind], 2e9 / port))
+    for name, proto in netp.protocols.items():
+        if isinstance(proto, dict):
+            for fam, hops in proto["hop_latency_s"].items():
+                new = out.protocols[name]["hop_latency_s"][fam]
+                assert new["net"] == pytest.approx(hops["net"] + 2e-5)
+                assert new["nvlink"] == hops["nvlink"]
+
+
+def test_no_gpudirect_stages_through_the_pcie_link_and_slows_allreduce():
+    cluster = _puhti()
+    netp = load_network_profile("nccl-spec")
+    staged = with_transport(_with(netp, gpudirect_rdma=False, staging_bandwidth=2e9), cluster)
+    kind = cluster.fabric.kind
+    assert staged.link_efficiency[kind] < netp.link_efficiency[kind]
+    from simcluster.program import CollectiveCall
+    from simcluster.simulation import Simulation
+
+    call = CollectiveCall("allreduce", (tuple(range(8)),), 256e6)
+    t0 = Simulation.for_topology("puhti", 8, network_profile=netp).estimate(call)
+    t1 = Simulation.for_topology("puhti", 8, network_profile=staged).estimate(call)
+    assert t1 > 2 * t0
+
+
+def test_transport_applies_once_and_defaults_staging_to_pcie():
+    cluster = _puhti()
+    netp = load_network_profile("nccl-spec")
+    once = with_transport(_with(netp, gpudirect_rdma=False, staging_per_message_s=1e-6), cluster)
+    assert with_transport(once, cluster) is once
+    pcie = min(a["bandwidth"] for _, _, a in cluster.template.edges if a["kind"] == "pcie")
+    port = min(bw for bw, inter in zip(cluster.link_bandwidth, cluster.inter_node_link,
+                                       strict=True) if inter)  # fmt: skip
+    kind = cluster.fabric.kind
+    want = min(netp.link_efficiency[kind], pcie * netp.link_efficiency.get("pcie", 1.0) / port)
+    assert once.link_efficiency[kind] == pytest.approx(want)
+
+
+def test_bad_transport_in_a_profile_is_a_config_error(tmp_path):
+    import json
+
+    from simcluster.paths import network_profiles_dir
+
+    data = json.loads((network_profiles_dir() / "nccl-spec.json").read_text())
+    data["network"]["transport"] = {"net": "tcp"}
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(ConfigError, match=r"network\.transport\.net"):
+        load_network_profile(str(path))
