@@ -38,6 +38,10 @@ def _spec():
         (("efficiency", "conv"), 1.5, "out of range"),
         (("host", "efficiency"), 0, "out of range"),
         (("memory_efficiency",), False, "wrong type"),
+        (("memory_bytes",), "900 GB/s", "wrong type"),
+        (("memory_bytes",), 0, "out of range"),
+        (("sm_count",), 0, "out of range"),
+        (("sm_count",), 80.5, "wrong type"),
     ],
 )
 def test_bad_spec_numbers_are_config_errors(tmp_path, path, value, match):

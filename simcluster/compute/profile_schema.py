@@ -41,6 +41,7 @@ Flops = Annotated[float, Field(ge=1e6, le=1e19, description="FLOP/s")]
 Rate = Annotated[float, Field(ge=1e3, le=1e16, description="bytes/s")]
 Fraction = Annotated[float, Field(ge=1e-6, le=1, description="fraction of peak")]
 Overhead = Annotated[float, Field(ge=0, le=1, description="seconds")]
+Bytes = Annotated[float, Field(ge=1e6, le=1e15, description="bytes")]
 
 #: profile sections: strict numbers, unknown keys allowed (notes, newer fields)
 _OPEN = ConfigDict(**{**STRICT_CONFIG, "extra": "allow"})
@@ -66,6 +67,9 @@ class SpecDevice(StrictModel):
     efficiency: dict[str, Fraction]
     host_link_bandwidth: Rate | None = None
     host: HostSection = HostSection()
+    #: device memory (bytes) and streaming multiprocessors, from the spec sheet
+    memory_bytes: Bytes | None = None
+    sm_count: int | None = Field(None, ge=1, le=100_000)
 
     @field_validator("peak_flops")
     @classmethod
