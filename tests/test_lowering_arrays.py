@@ -67,3 +67,40 @@ def test_array_lowering_is_identical(topology, gpus, profile):
                         np.testing.assert_array_equal(a.latency, b.latency)
                     else:  # bit for bit, one column per protocol
                         np.testing.assert_array_equal(np.asarray(lat_a, float), lat_b)
+
+
+def _orders_by_loop(ctx, group):
+    """ring_orders' node-by-node construction for groups of whole nodes (reference)."""
+    from simcluster.collectives.ring import _node_rings, _rail_cuts
+
+    by_node = ctx.split_by_node(group)
+    rings = _node_rings(ctx)
+    R = ctx.cluster.ranks_per_node
+    channels = max(1, min(ctx.nics_per_node, R))
+    m = len(by_node)
+    orders = []
+    for r, k in _rail_cuts(ctx, rings, channels):
+        order = []
+        for j, ranks in enumerate(by_node):
+            local = rings[r][k:] + rings[r][:k]
+            if j % 2 == 1 and m % 2 == 0:
+                local = local[::-1]
+            order.extend(ranks[0] + i for i in local)
+        orders.append(order)
+    return orders
+
+
+@pytest.mark.parametrize(
+    ("topology", "gpus"), [("puhti-2l", 64), ("puhti-2l", 20), ("dgx-a100", 40)]
+)
+def test_whole_node_ring_orders(topology, gpus):
+    from simcluster.collectives.ring import ring_orders
+
+    ctx = Simulation.for_topology(topology, gpus, "nccl-spec").engine.ctx
+    P = ctx.cluster.num_ranks
+    group = tuple(range(P))
+    assert ctx.split_by_node(group) == [
+        list(range(a, a + ctx.cluster.ranks_per_node))
+        for a in range(0, P, ctx.cluster.ranks_per_node)
+    ]
+    assert ring_orders(ctx, group) == _orders_by_loop(ctx, group)

@@ -56,7 +56,11 @@ class CommContext:
         #: :attr:`protocols` order), and each protocol's ``net_overhead_s``
         self.active: dict | None = None
         eff = link_efficiency or {}
-        factors = np.array([eff.get(k, 1.0) for k in cluster.link_kind], dtype=np.float64)
+        if hasattr(cluster, "link_kind_index"):  # per kind, not per link (millions of links)
+            kinds, index = cluster.link_kind_index
+            factors = np.array([eff.get(k, 1.0) for k in kinds], dtype=np.float64)[index]
+        else:
+            factors = np.array([eff.get(k, 1.0) for k in cluster.link_kind], dtype=np.float64)
         #: effective capacity of each directed link, bytes/s
         self.capacity = np.asarray(cluster.link_bandwidth, dtype=np.float64) * factors
         bad = ~(np.isfinite(self.capacity) & (self.capacity > 0))
@@ -280,6 +284,13 @@ class CommContext:
 
     def split_by_node(self, group: tuple[int, ...]) -> list[list[int]]:
         """The group's ranks bucketed by host, hosts in order of first appearance."""
+        R = self.cluster.ranks_per_node
+        n = len(group)
+        whole = n >= 4 * R and n % R == 0 and group[0] % R == 0 and group[-1] == group[0] + n - 1
+        if whole and getattr(self.cluster, "template", None) is not None:
+            g = np.asarray(group, dtype=np.int64)
+            if np.array_equal(g, np.arange(group[0], group[0] + n)):  # whole nodes in order
+                return g.reshape(-1, R).tolist()
         order: dict[int, list[int]] = {}
         for r in group:
             order.setdefault(self.node_of(r), []).append(r)

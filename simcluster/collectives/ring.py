@@ -49,9 +49,18 @@ def ring_orders(ctx: CommContext, group: tuple[int, ...]) -> list[list[int]]:
     by_node = ctx.split_by_node(group)
     rings = _node_rings(ctx)
     R = ctx.cluster.ranks_per_node
-    whole = getattr(ctx.cluster, "template", None) is not None and all(
-        len(ranks) == R and ranks == list(range(ranks[0], ranks[0] + R)) and ranks[0] % R == 0
-        for ranks in by_node
+    n = len(group)
+    contiguous = (  # whole nodes in order, checked as one array
+        n % R == 0
+        and group[0] % R == 0
+        and np.array_equal(np.asarray(group), np.arange(group[0], group[0] + n))
+    )
+    whole = getattr(ctx.cluster, "template", None) is not None and (
+        contiguous
+        or all(
+            len(ranks) == R and ranks == list(range(ranks[0], ranks[0] + R)) and ranks[0] % R == 0
+            for ranks in by_node
+        )
     )
     if whole and len(by_node) == 1:
         base = by_node[0][0]
@@ -63,6 +72,13 @@ def ring_orders(ctx: CommContext, group: tuple[int, ...]) -> list[list[int]]:
     orders = []
     m = len(by_node)
     cuts = _rail_cuts(ctx, rings, channels) if whole else []
+    if whole:  # as the loop below, node by node, as arrays
+        starts = np.array([ranks[0] for ranks in by_node], dtype=np.int64)[:, None]
+        flip = ((np.arange(m) % 2 == 1) & (m % 2 == 0))[:, None]
+        for r, k in cuts:
+            local = np.array(rings[r][k:] + rings[r][:k], dtype=np.int64)
+            orders.append((starts + np.where(flip, local[::-1], local)).ravel().tolist())
+        return orders
     for c in range(channels):
         order: list[int] = []
         for j, ranks in enumerate(by_node):
