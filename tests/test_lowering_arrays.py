@@ -104,3 +104,14 @@ def test_whole_node_ring_orders(topology, gpus):
         for a in range(0, P, ctx.cluster.ranks_per_node)
     ]
     assert ring_orders(ctx, group) == _orders_by_loop(ctx, group)
+
+
+def test_binary_tree_edge_array_matches_the_loop():
+    from simcluster.collectives.tree import binary_tree_edge_array, binary_tree_edges, second_tree
+
+    for n in [*range(0, 70), 255, 256, 257, 1000, 4097]:
+        edges = binary_tree_edges(n)
+        arr = binary_tree_edge_array(n)
+        assert [tuple(e) for e in arr.tolist()] == edges
+        twin = (n - 1 - arr) if n % 2 == 0 else (arr + 1) % max(n, 1)
+        assert [tuple(e) for e in twin.tolist()] == second_tree(edges, n)

@@ -48,6 +48,29 @@ def binary_tree_edges(n: int) -> list[tuple[int, int]]:
     return edges
 
 
+def binary_tree_edge_array(n: int) -> np.ndarray:
+    """:func:`binary_tree_edges` as an ``(n - 1, 2)`` int array (same rows, same
+    order), climbing every vertex at once."""
+    if n <= 1:
+        return np.zeros((0, 2), dtype=np.int64)
+    root = 1 << (n.bit_length() - 1)
+    i = np.arange(1, n + 1, dtype=np.int64)
+    i = i[i != root]
+    p, low = i.copy(), i & -i
+    q = np.zeros_like(i)
+    todo = np.ones(i.size, dtype=bool)
+    while todo.any():
+        pt, lt = p[todo], low[todo]
+        qt = np.where((pt // lt) % 4 == 1, pt + lt, pt - lt)
+        ok = (qt >= 1) & (qt <= n)
+        idx = np.flatnonzero(todo)
+        q[idx[ok]] = qt[ok]
+        climb = idx[~ok]
+        p[climb], low[climb] = qt[~ok], 2 * lt[~ok]
+        todo[idx[ok]] = False
+    return np.stack([i - 1, q - 1], axis=1)
+
+
 def second_tree(edges: list[tuple[int, int]], n: int) -> list[tuple[int, int]]:
     """The complementary tree: mirrored for even n, shifted by one for odd n."""
     if n % 2 == 0:
@@ -104,14 +127,22 @@ def allreduce_batch(ctx: CommContext, call: CollectiveCall) -> list[FlowBatch]:
         nodes = ctx.split_by_node(g)
         heads = np.array([ranks[0] for ranks in nodes], dtype=np.int64)
         m = heads.size
-        edges_a = binary_tree_edges(m)
-        trees = [edges_a, second_tree(edges_a, m)] if m > 1 else [[]]
+        edges_a = binary_tree_edge_array(m)
+        if m % 2 == 0:  # second_tree, as arrays
+            edges_b = m - 1 - edges_a
+        else:
+            edges_b = (edges_a + 1) % m
+        trees = [edges_a, edges_b] if m > 1 else [np.zeros((0, 2), dtype=np.int64)]
         share = call.nbytes / len(trees)
-        chain_len = max(len(r) for r in nodes) - 1
-        c_src = np.array([r[i + 1] for r in nodes for i in range(len(r) - 1)], dtype=np.int64)
-        c_dst = np.array([r[i] for r in nodes for i in range(len(r) - 1)], dtype=np.int64)
-        for edges in trees:
-            e = np.array(edges, dtype=np.int64).reshape(-1, 2)
+        sizes = {len(r) for r in nodes}
+        chain_len = max(sizes) - 1
+        if len(sizes) == 1:  # equal nodes: the chains as one array
+            grid = np.array(nodes, dtype=np.int64)
+            c_src, c_dst = grid[:, 1:].ravel(), grid[:, :-1].ravel()
+        else:
+            c_src = np.array([r[i + 1] for r in nodes for i in range(len(r) - 1)], dtype=np.int64)
+            c_dst = np.array([r[i] for r in nodes for i in range(len(r) - 1)], dtype=np.int64)
+        for e in trees:
             t_src, t_dst = heads[e[:, 0]], heads[e[:, 1]]
             src = np.concatenate([t_src, c_src])
             dst = np.concatenate([t_dst, c_dst])
