@@ -65,15 +65,18 @@ def one_case(schedule: str, gpus: int, topology: str, model_name: str, collapse:
     events = flows = 0
     samples = []
     for seed in range(JITTER_STEPS if het is not None else 1):
+        one = one_steps = 0.0
         for seg in segments:
             trace = simulate_iteration(engine, seg.iteration.classes, collapse, het, seed)
-            predicted += seg.count * trace.end_time
-            steps += seg.count * seg.steps
+            one += seg.count * trace.end_time
+            one_steps += seg.count * seg.steps
             events += trace.events
             flows += trace.flows
-            samples.append(trace.end_time)
-    if schedule != "hsadmm":  # per step (spmv: per input vector); hsadmm: the outer iteration
-        predicted /= steps
+        predicted += one
+        steps += one_steps
+        # per step (spmv: per input vector); hsadmm: the outer iteration
+        samples.append(one if schedule == "hsadmm" else one / one_steps)
+    predicted = float(np.mean(samples))
     wall = time.perf_counter() - t0
     cpu = time.process_time() - c0
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
@@ -138,7 +141,7 @@ def main() -> None:
         print(json.dumps(one_case(s, int(g), args.topology, args.model, not args.uncollapsed)))
         return
     print(
-        f"{'schedule':<13}{'GPUs':>8}{'wall s':>9}{'CPU s':>8}{'peak MB':>9}{'events':>9}"
+        f"{'schedule':<19}{'GPUs':>8}{'wall s':>9}{'CPU s':>8}{'peak MB':>9}{'events':>9}"
         f"{'flows':>10}{'iteration s':>13}{'p50 s':>9}{'p99 s':>9}"
     )
     cases = [(s, g, args.topology) for s in args.schedules.split(",") for g in args.gpus.split(",")]
@@ -164,7 +167,7 @@ def main() -> None:
         name = s if s.endswith("~jitter") or topology == args.topology else f"{s}@{topology}"
         spread = f"{r['p50_s']:>9.4f}{r['p99_s']:>9.4f}" if r["steps"] > 1 else f"{'':>9}{'':>9}"
         print(
-            f"{name:<13}{r['gpus']:>8}{r['wall_s']:>9.2f}{r['cpu_s']:>8.2f}{r['peak_mb']:>9.0f}"
+            f"{name:<19}{r['gpus']:>8}{r['wall_s']:>9.2f}{r['cpu_s']:>8.2f}{r['peak_mb']:>9.0f}"
             f"{r['events']:>9}{r['flows']:>10}{r['iteration_s']:>13.4f}{spread}",
             flush=True,
         )
