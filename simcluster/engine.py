@@ -10,16 +10,19 @@ network backend. Every op leaves a span in the :class:`Trace`.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+import numpy as np
 import simpy
+from simpy.events import NORMAL
 
 from simcluster.collectives import CollectiveCall, CommContext, lower
 from simcluster.errors import SimclusterError
 from simcluster.network import make_network
-from simcluster.program import Op, ProgramError, RankClass
+from simcluster.program import _TIMED_STREAMS, Op, ProgramError, RankClass
 
 __all__ = ["Engine", "Span", "Trace", "SimulationError"]
 
@@ -103,7 +106,7 @@ class Trace:
 
 
 class _Rendezvous:
-    __slots__ = ("call", "expected", "arrived", "done", "category", "opid")
+    __slots__ = ("call", "expected", "arrived", "done", "category", "opid", "at")
 
     def __init__(self, env: simpy.Environment, op: Op, expected: int) -> None:
         self.call: CollectiveCall = op.call  # type: ignore[assignment]
@@ -112,6 +115,15 @@ class _Rendezvous:
         self.done = env.event()
         self.category = op.category
         self.opid = op.id
+        self.at = 0.0  # when it ended (s)
+
+
+def _succeed_exactly_at(env: simpy.Environment, event: simpy.Event, when: float) -> None:
+    """Trigger ``event`` at simulated time ``when`` (>= now) exactly: scheduled
+    with ``when`` itself, not ``now + (when - now)``, which may round."""
+    event._ok = True
+    event._value = None
+    heapq.heappush(env._queue, (when, NORMAL, next(env._eid), event))
 
 
 def _succeed_at(env: simpy.Environment, event: simpy.Event, when: float) -> None:
@@ -188,6 +200,7 @@ class Engine:
                     algorithm,
                 )
             )
+            r.at = env.now
             r.done.succeed()
 
         finished = [0]
@@ -223,6 +236,63 @@ class Engine:
                 yield env.timeout(t - env.now)
             finished[0] += 1
 
+        times: dict[str, np.ndarray] = {}  # folded classes: per-rank end of ops others wait for
+
+        def folded_proc(cls: RankClass, ops: list[tuple[Op, tuple[str, ...]]], done: dict):
+            """:func:`stream_proc` for every rank of a class with per-rank factors at
+            once: per rank, ``t`` is when its stream is free and ``now`` when its own
+            process would last have resumed; SimPy waits for the last rank only."""
+            factors = cls.factors
+            timed = _timed_index(cls.ops)
+            name = cls.name
+            lo = int(np.argmin(cls.ranks))  # the rows are the lowest rank's
+            now = np.full(len(cls.ranks), env.now)
+            t = now.copy()
+            for op, waits in ops:
+                for d in waits:
+                    ev = done[d]
+                    if ev.callbacks is not None:
+                        yield ev
+                    at = times.get(d)
+                    now = np.maximum(now, rdv[d].at if at is None else at)
+                start = np.maximum(t, now)
+                if op.is_collective:
+                    # each rank's timeout lands at now + (start - now)
+                    arrive = np.where(start > now, now + (start - now), now)
+                    last = float(arrive.max())
+                    if last > env.now:
+                        wake = env.event()
+                        _succeed_exactly_at(env, wake, last)
+                        yield wake
+                    r = rdv[op.id]
+                    r.arrived += 1
+                    if r.arrived == r.expected:
+                        env.process(run_collective(r))
+                    yield r.done
+                    t = np.full(len(cls.ranks), env.now)
+                    now = t.copy()
+                    rows.append(
+                        (name, op.stream, op.id, op.category, float(start[lo]), env.now,
+                         op.call.nbytes, "")
+                    )  # fmt: skip
+                    continue
+                k = timed.get(op.id)
+                t = start + (op.duration if k is None else op.duration * factors[:, k])
+                rows.append(
+                    (name, op.stream, op.id, op.category, float(start[lo]), float(t[lo]), 0.0, "")
+                )
+                ev = done.get(op.id)
+                if ev is not None:  # fired when the last rank's would be: now + (t - now)
+                    at = times[op.id] = now + (t - now)
+                    _succeed_exactly_at(env, ev, max(float(at.max()), env.now))
+            end = np.where(t > now, now + (t - now), now)
+            last = float(end.max())
+            if last > env.now:
+                wake = env.event()
+                _succeed_exactly_at(env, wake, last)
+                yield wake
+            finished[0] += 1
+
         num_streams = 0
         for cls in classes:
             stream_of = {op.id: op.stream for op in cls.ops}
@@ -240,8 +310,9 @@ class Engine:
                 if ops is None:
                     ops = streams[op.stream] = []
                 ops.append((op, waits))
+            proc = stream_proc if cls.factors is None else folded_proc
             for ops in streams.values():
-                env.process(stream_proc(cls, ops, done))
+                env.process(proc(cls, ops, done))
                 num_streams += 1
         env.run()
         stuck = [r.opid for r in rdv.values() if not r.done.triggered]
@@ -258,3 +329,9 @@ class Engine:
         eid = getattr(env, "_eid", None)
         trace.events = next(eid) if eid is not None else 0
         return trace
+
+
+def _timed_index(ops: list[Op]) -> dict[str, int]:
+    """Column of each timed op in :attr:`RankClass.factors` (as :func:`perturb` counts)."""
+    timed = [op.id for op in ops if op.duration > 0 and op.stream in _TIMED_STREAMS]
+    return {opid: k for k, opid in enumerate(timed)}

@@ -131,6 +131,11 @@ class RankClass:
     name: str
     ranks: tuple[int, ...]
     ops: list[Op] = field(default_factory=list)
+    #: per-rank duration factors of the timed ops (compute and cpu ops with a
+    #: duration, in program order), shape ``(len(ranks), timed ops)``; None: every
+    #: rank runs ``ops`` as written. The engine runs such a class once, with one
+    #: clock per rank (see :func:`perturb`, ``fold=True``).
+    factors: np.ndarray | None = field(default=None, repr=False)
 
     def add(self, op: Op) -> Op:
         self.ops.append(op)
@@ -158,8 +163,11 @@ def expand(classes: Sequence[RankClass]) -> list[RankClass]:
     """One class per rank, with the same programs: the uncollapsed simulation."""
     out = []
     for cls in classes:
-        for r in cls.ranks:
-            out.append(replace(cls, name=f"{cls.name}#{r}", ranks=(r,), ops=list(cls.ops)))
+        for i, r in enumerate(cls.ranks):
+            f = None if cls.factors is None else cls.factors[i : i + 1]
+            out.append(
+                replace(cls, name=f"{cls.name}#{r}", ranks=(r,), ops=list(cls.ops), factors=f)
+            )
     return out
 
 
@@ -186,6 +194,7 @@ def perturb(
     slowdown: float = 1.0,
     jitter_cv: float = 0.0,
     seed: int = 0,
+    fold: bool = False,
 ) -> list[RankClass]:
     """Heterogeneous ranks: slower stragglers and per-kernel jitter.
 
@@ -195,6 +204,8 @@ def perturb(
     jitter_cv: coefficient of variation of a lognormal factor (mean 1) drawn
         for every timed op of every rank, seeded by (seed, rank). Every rank
         then runs its own program: the collapse is off.
+    fold: with jitter, keep each class whole and give it the per-rank factors
+        (:attr:`RankClass.factors`, the same draws) instead of one class per rank.
     """
     out: list[RankClass] = []
     for cls in classes:
@@ -209,6 +220,15 @@ def perturb(
             continue
         timed = sum(1 for op in cls.ops if op.duration > 0 and op.stream in _TIMED_STREAMS)
         sigma2 = math.log1p(jitter_cv**2)
+        if fold:
+            table = np.empty((len(cls.ranks), timed))
+            for i, r in enumerate(cls.ranks):
+                rng = np.random.default_rng([seed, r])
+                table[i] = rng.lognormal(-sigma2 / 2, math.sqrt(sigma2), timed)
+                if r in stragglers:
+                    table[i] = table[i] * slowdown
+            out.append(replace(cls, ops=list(cls.ops), factors=table))
+            continue
         for r in cls.ranks:
             rng = np.random.default_rng([seed, r])
             factors = rng.lognormal(-sigma2 / 2, math.sqrt(sigma2), timed)

@@ -11,8 +11,12 @@ repository's 2-core machine, resnet152 DDP on puhti-xl / puhti-2l):
 - BASE 100 MB: 64 ranks peaked at 77 MB;
 - PER_RANK 10 KB: 16,384 ranks without jitter peaked at 211 MB, 8.2 KB per rank
   over 64 ranks (graph, routing tables, one rank class per node position);
-- PER_OP 0.5 KB: ``stragglers1024`` (jitter: 1,024 distinct programs of about
-  1,250 ops each) peaked at 707 MB, 0.49 KB per op.
+- PER_OP 0.5 KB: ``stragglers1024`` when jitter ran 1,024 distinct programs of
+  about 1,250 ops each peaked at 707 MB, 0.49 KB per op;
+- PER_FACTOR 8 B: jitter now keeps one program per class and a float64 factor
+  per rank and timed op (``stragglers1024`` peaks at 88 MB).
+
+    memory += ranks * ops * PER_FACTOR    (with jitter)
 
 Over the limit (default: three quarters of this machine's memory; raised with
 ``--max-memory GB``) the run stops with exit code 2 and the estimate.
@@ -38,6 +42,8 @@ __all__ = [
 
 BASE_BYTES = 100e6
 PER_RANK_BYTES = 10e3
+#: one float64 duration factor per rank and timed op (jitter)
+PER_FACTOR_BYTES = 8.0
 PER_OP_BYTES = 0.5e3
 #: ranks beyond which nothing is attempted whatever the memory (event counts explode)
 MAX_RANKS = 1_000_000
@@ -92,9 +98,15 @@ def estimate_size(sc: Any) -> SizeEstimate:
     ops = 4 * layers + 16
     het = sc.heterogeneity
     jitter = het is not None and het.jitter > 0
-    programs = ranks if jitter else min(ranks, 2 * per_node + 2)
-    programs *= len(sc.schedules)
-    memory = BASE_BYTES + ranks * PER_RANK_BYTES + programs * ops * PER_OP_BYTES
+    # jittered classes stay folded (one program, a factor per rank and timed op)
+    programs = min(ranks, 2 * per_node + 2) * len(sc.schedules)
+    factors = ranks * ops * len(sc.schedules) if jitter else 0
+    memory = (
+        BASE_BYTES
+        + ranks * PER_RANK_BYTES
+        + programs * ops * PER_OP_BYTES
+        + factors * PER_FACTOR_BYTES
+    )
     return SizeEstimate(ranks, nodes, links, ranks, programs, ops, memory)
 
 

@@ -88,8 +88,9 @@ def simulate_iteration(
     """One iteration's trace.
 
     ``collapse=False`` simulates every rank separately. ``heterogeneity``
-    slows stragglers (chosen from the seed) and jitters kernels; jitter turns
-    the collapse off, stragglers only split the classes.
+    slows stragglers (chosen from the seed) and jitters kernels; stragglers
+    only split the classes; jittered classes run once with a clock per rank
+    (``collapse=False``: as one class per rank, the reference).
     """
     if heterogeneity is not None:
         ranks = sorted(r for c in classes for r in c.ranks)
@@ -100,9 +101,10 @@ def simulate_iteration(
             rng = np.random.default_rng([seed, 0x5EED])
             slow = frozenset(int(r) for r in rng.choice(ranks, size=count, replace=False))
             slowdown = heterogeneity.stragglers.slowdown
-        classes = perturb(classes, slow, slowdown, heterogeneity.jitter, seed)
+        classes = perturb(classes, slow, slowdown, heterogeneity.jitter, seed, fold=collapse)
         if heterogeneity.jitter > 0:
-            return engine.run(classes)  # already one class per rank
+            # folded: one class per program, a clock per rank; else one class per rank
+            return engine.run(classes)
     return engine.run(classes if collapse else expand(classes))
 
 

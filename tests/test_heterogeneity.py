@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from simcluster.collectives import CommContext
@@ -71,3 +72,35 @@ def test_scenario_heterogeneity_fields_are_checked():
     d["heterogeneity"] = {"jiter": 0.1}
     with pytest.raises(ConfigError, match="did you mean 'jitter'"):
         parse_scenario(d, "h.yaml")
+
+
+@pytest.mark.parametrize("schedule", ["ddp", "hsadmm", "nodebased"])
+@pytest.mark.parametrize(("jitter", "stragglers"), [(0.1, None), (0.05, (0.25, 1.3))])
+def test_folded_jitter_matches_one_class_per_rank(schedule, jitter, stragglers):
+    """Jittered classes run once with a clock per rank: the same times, spans and
+    bytes as simulating every rank as its own class (to float rounding)."""
+    from simcluster.scenario import Stragglers
+
+    cluster = load_topology("puhti", num_nodes=4)
+    model = build_model("resnet18-cifar", 32, 10)
+    ctx = BuildContext(cluster, 16, model, load_profile("v100-sxm2-32gb"), 32, "fp32", 1, 0)
+    classes = get_schedule(schedule)().build(ctx).classes
+    s = None if stragglers is None else Stragglers(fraction=stragglers[0], slowdown=stragglers[1])
+    h = Heterogeneity(jitter=jitter, stragglers=s)
+    engine = Engine(CommContext(cluster))
+    folded = simulate_iteration(engine, classes, True, h, seed=3)
+    apart = simulate_iteration(engine, classes, False, h, seed=3)
+    assert len(folded.classes) == len(classes) < len(apart.classes) == 16
+    assert folded.end_time == pytest.approx(apart.end_time, rel=1e-12, abs=0)
+    assert folded.inter_node_bytes == pytest.approx(apart.inter_node_bytes, rel=1e-12)
+    lowest = {name: min(r) for name, r in folded.classes.items()}
+    for name, rank in lowest.items():  # the folded rows are those of the class's lowest rank
+        twin = next(n for n, r in apart.classes.items() if r == (rank,))
+        a = [(s.op, s.stream, s.start, s.end) for s in folded.class_spans(name)]
+        b = [(s.op, s.stream, s.start, s.end) for s in apart.class_spans(twin)]
+        assert [x[:2] for x in a] == [x[:2] for x in b]
+        np.testing.assert_allclose([x[2:] for x in a], [x[2:] for x in b], rtol=1e-12, atol=0)
+    net = lambda tr: sorted((s.op, s.start, s.end) for s in tr.class_spans("<network>"))  # noqa: E731
+    x, y = net(folded), net(apart)
+    assert [s[0] for s in x] == [s[0] for s in y]
+    np.testing.assert_allclose([s[1:] for s in x], [s[1:] for s in y], rtol=1e-12, atol=0)

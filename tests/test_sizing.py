@@ -28,7 +28,7 @@ def test_estimate_grows_with_ranks_and_jitter():
     )
     assert small.ranks == 64 and small.nodes == 16
     assert small.memory_bytes < big.memory_bytes < jit.memory_bytes
-    assert jit.programs == 16384
+    assert jit.programs == big.programs < 16384  # jitter keeps the classes folded
 
 
 def test_over_the_limit_is_exit_2_with_the_estimate(tmp_path, capsys):

@@ -56,7 +56,11 @@ class CommContext:
         #: :attr:`protocols` order), and each protocol's ``net_overhead_s``
         self.active: dict | None = None
         eff = link_efficiency or {}
-        factors = np.array([eff.get(k, 1.0) for k in cluster.link_kind], dtype=np.float64)
+        if hasattr(cluster, "link_kind_index"):  # per kind, not per link (millions of links)
+            kinds, index = cluster.link_kind_index
+            factors = np.array([eff.get(k, 1.0) for k in kinds], dtype=np.float64)[index]
+        else:
+            factors = np.array([eff.get(k, 1.0) for k in cluster.link_kind], dtype=np.float64)
         #: effective capacity of each directed link, bytes/s
         self.capacity = np.asarray(cluster.link_bandwidth, dtype=np.float64) * factors
         bad = ~(np.isfinite(self.capacity) & (self.capacity > 0))
@@ -116,6 +120,61 @@ class CommContext:
     @cached_property
     def _local_hop_class(self) -> list[list[str]]:
         return [["nvlink" if x else "pcie" for x in row] for row in self._local_nvlink_only]
+
+    def hop_classes(self, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
+        """:meth:`hop_class` of every (src, dst) pair: 0 nvlink, 1 pcie, 2 net."""
+        R = self.cluster.ranks_per_node
+        ns, ls = np.divmod(np.asarray(src, dtype=np.int64).reshape(-1), R)
+        nd, ld = np.divmod(np.asarray(dst, dtype=np.int64).reshape(-1), R)
+        return np.where(ns != nd, 2, np.where(self._local_nvlink_only[ls, ld], 0, 1))
+
+    @cached_property
+    def _pxn_relay(self) -> np.ndarray:
+        """(R, R) local index of the PXN relay GPU for local ranks a -> b on
+        different nodes (see :meth:`pxn_route`), ``-1`` where there is none."""
+        c = self.cluster
+        t = getattr(c, "template", None)
+        R = c.ranks_per_node
+        out = np.full((R, R), -1, dtype=np.int64)
+        if t is None or not t.nics:
+            return out
+        for ls in range(R):
+            for ld in range(R):
+                rail = t.rank_nic[ld]
+                if t.rank_nic[ls] == rail:
+                    continue
+                near = [
+                    x for x in range(R) if t.rank_nic[x] == rail and self._local_nvlink_only[ls, x]
+                ]
+                if near:
+                    out[ls, ld] = near[0]
+        return out
+
+    def pxn_routes(self, src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`pxn_route` of every (src, dst) pair, as :meth:`Cluster.routes`
+        returns routes: ``(entry_flow, entry_link)`` in path order."""
+        src = np.asarray(src, dtype=np.int64).reshape(-1)
+        dst = np.asarray(dst, dtype=np.int64).reshape(-1)
+        R = self.cluster.ranks_per_node
+        ns, ls = np.divmod(src, R)
+        nd, ld = np.divmod(dst, R)
+        relay = self._pxn_relay[ls, ld]
+        use = (ns != nd) & (relay >= 0)
+        if not use.any():
+            return self.cluster.routes(src, dst)
+        mid = np.where(use, ns * R + relay, dst)
+        f1, l1 = self.cluster.routes(src, mid)
+        f2, l2 = self.cluster.routes(mid[use], dst[use])
+        flow = np.concatenate([f1, np.flatnonzero(use)[f2]])
+        link = np.concatenate([l1, l2])
+        order = np.argsort(flow, kind="stable")  # each flow: to the relay, then onwards
+        return flow[order], link[order]
+
+    def path_latencies(self, entry_flow: np.ndarray, entry_link: np.ndarray, n: int) -> np.ndarray:
+        """Per flow, the sum of its links' latencies in path order (s), as
+        :meth:`Cluster.path_latency` sums them."""
+        lat = self.cluster.link_latency[entry_link]
+        return np.bincount(entry_flow, weights=lat, minlength=n)
 
     def hop_class(self, src: int, dst: int) -> str:
         """What one step src -> dst crosses: ``nvlink``, ``pcie`` or ``net``."""
@@ -209,15 +268,10 @@ class CommContext:
         entry_flow, entry_link = self.cluster.routes(src, dst)
         if self.active is not None:
             hops = np.stack([self.active[c] for c in ("nvlink", "pcie", "net")])
-            R = self.cluster.ranks_per_node
-            ns, ls = np.divmod(np.asarray(src, dtype=np.int64).reshape(-1), R)
-            nd, ld = np.divmod(np.asarray(dst, dtype=np.int64).reshape(-1), R)
-            cls = np.where(ns != nd, 2, np.where(self._local_nvlink_only[ls, ld], 0, 1))
-            latency = hops[cls]
+            latency = hops[self.hop_classes(src, dst)]
         else:
             # Summed link by link in path order, as path_latency does.
-            lat = self.cluster.link_latency[entry_link]
-            path = np.bincount(entry_flow, weights=lat, minlength=n)
+            path = self.path_latencies(entry_flow, entry_link, n)
             latency = path + self.per_message_overhead
         nbytes = np.broadcast_to(np.asarray(nbytes, dtype=np.float64), (n,)).copy()
         return FlowBatch(entry_flow, entry_link, nbytes, latency)
@@ -230,6 +284,13 @@ class CommContext:
 
     def split_by_node(self, group: tuple[int, ...]) -> list[list[int]]:
         """The group's ranks bucketed by host, hosts in order of first appearance."""
+        R = self.cluster.ranks_per_node
+        n = len(group)
+        whole = n >= 4 * R and n % R == 0 and group[0] % R == 0 and group[-1] == group[0] + n - 1
+        if whole and getattr(self.cluster, "template", None) is not None:
+            g = np.asarray(group, dtype=np.int64)
+            if np.array_equal(g, np.arange(group[0], group[0] + n)):  # whole nodes in order
+                return g.reshape(-1, R).tolist()
         order: dict[int, list[int]] = {}
         for r in group:
             order.setdefault(self.node_of(r), []).append(r)

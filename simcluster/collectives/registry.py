@@ -60,6 +60,10 @@ ALGORITHMS: dict[str, Registry[Lowering]] = {
 BATCH_LOWERINGS: dict[tuple[str, str], Callable[[CommContext, CollectiveCall], list[FlowBatch]]] = {
     ("p2p", "direct"): p2p.send_batch,
     ("alltoall", "direct"): p2p.alltoall_batch,
+    ("allreduce", "ring"): ring.allreduce_batch,
+    ("allgather", "ring"): ring.allgather_batch,
+    ("reduce_scatter", "ring"): ring.reduce_scatter_batch,
+    ("allreduce", "tree"): tree.allreduce_batch,
 }
 
 #: What ``auto`` chooses among, in tie-break order (NCCL's ring and tree).

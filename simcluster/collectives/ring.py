@@ -12,11 +12,13 @@ every NIC carries one ring (as NCCL's channels do).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from simcluster.collectives.base import CollectiveCall, CommContext, Phase
 from simcluster.collectives.channels import node_rings
-from simcluster.network.flow import FlowSpec
+from simcluster.network.flow import FlowBatch, FlowSpec
 
 __all__ = [
     "ring_orders",
@@ -25,6 +27,10 @@ __all__ = [
     "allreduce",
     "allgather",
     "reduce_scatter",
+    "ring_batch",
+    "allreduce_batch",
+    "allgather_batch",
+    "reduce_scatter_batch",
 ]
 
 
@@ -43,9 +49,18 @@ def ring_orders(ctx: CommContext, group: tuple[int, ...]) -> list[list[int]]:
     by_node = ctx.split_by_node(group)
     rings = _node_rings(ctx)
     R = ctx.cluster.ranks_per_node
-    whole = getattr(ctx.cluster, "template", None) is not None and all(
-        len(ranks) == R and ranks == list(range(ranks[0], ranks[0] + R)) and ranks[0] % R == 0
-        for ranks in by_node
+    n = len(group)
+    contiguous = (  # whole nodes in order, checked as one array
+        n % R == 0
+        and group[0] % R == 0
+        and np.array_equal(np.asarray(group), np.arange(group[0], group[0] + n))
+    )
+    whole = getattr(ctx.cluster, "template", None) is not None and (
+        contiguous
+        or all(
+            len(ranks) == R and ranks == list(range(ranks[0], ranks[0] + R)) and ranks[0] % R == 0
+            for ranks in by_node
+        )
     )
     if whole and len(by_node) == 1:
         base = by_node[0][0]
@@ -57,6 +72,13 @@ def ring_orders(ctx: CommContext, group: tuple[int, ...]) -> list[list[int]]:
     orders = []
     m = len(by_node)
     cuts = _rail_cuts(ctx, rings, channels) if whole else []
+    if whole:  # as the loop below, node by node, as arrays
+        starts = np.array([ranks[0] for ranks in by_node], dtype=np.int64)[:, None]
+        flip = ((np.arange(m) % 2 == 1) & (m % 2 == 0))[:, None]
+        for r, k in cuts:
+            local = np.array(rings[r][k:] + rings[r][:k], dtype=np.int64)
+            orders.append((starts + np.where(flip, local[::-1], local)).ravel().tolist())
+        return orders
     for c in range(channels):
         order: list[int] = []
         for j, ranks in enumerate(by_node):
@@ -171,13 +193,97 @@ def protocol_ring_latency(ctx: CommContext, order: list[int], steps: int) -> np.
 
 
 def _ring_latency(act: dict, intra: list, inter: int, p: int, steps: int) -> np.ndarray:
+    return _ring_latency_sum(act, sum(intra) if intra else 0, len(intra), inter, p, steps)
+
+
+def _ring_latency_sum(act: dict, total, n_intra: int, inter: int, p: int, steps: int):
+    """:func:`_ring_latency` from the sum (``total``) of the ``n_intra`` intra-node
+    hop latencies, added in ring order."""
     if inter == 0:
-        return steps * (sum(intra) / len(intra))
-    if not intra:
+        return steps * (total / n_intra)
+    if not n_intra:
         return steps * act["net"]
     n_inter = steps * (inter - 1) / (p - 1)
-    a_intra = np.maximum(sum(intra) / len(intra), act["overhead"])
+    a_intra = np.maximum(total / n_intra, act["overhead"])
     return (steps - n_inter) * a_intra + n_inter * act["net"]
+
+
+def _protocol_ring_latency_arrays(
+    ctx: CommContext, src: np.ndarray, dst: np.ndarray, steps: int
+) -> np.ndarray:
+    """:func:`protocol_ring_latency` of the ring whose hops are ``src -> dst``."""
+    act = ctx.active
+    cls = ctx.hop_classes(src, dst)
+    key = ("ring_latency_arrays", act["family"], cls.tobytes(), steps)
+    hit = ctx.shapes.get(key)
+    if hit is not None:
+        return hit
+    intra = cls[cls != 2]
+    p = int(cls.size)
+    total = 0
+    if intra.size:
+        # added one hop after the other in ring order, as sum() does
+        total = np.add.accumulate(np.stack([act["nvlink"], act["pcie"]])[intra], axis=0)[-1]
+    hit = _ring_latency_sum(act, total, int(intra.size), p - int(intra.size), p, steps)
+    ctx.shapes[key] = hit
+    return hit
+
+
+def ring_batch(ctx: CommContext, call: CollectiveCall, part: Callable) -> list[FlowBatch]:
+    """:func:`ring_phase` of every group at once, as one flow batch (the same
+    flows, in the same order, as lowering each group and merging the phases).
+
+    ``part(p)`` gives a group of ``p`` ranks its ``(step_bytes, steps)``. Under
+    protocols the batch's latency holds one column per protocol.
+    """
+    srcs, dsts, nbytes, steps_of, lats = [], [], [], [], []
+    for g in call.groups:
+        p = len(g)
+        if p < 2:
+            continue
+        step_bytes, steps = part(p)
+        if steps == 0:
+            continue
+        orders = ring_orders(ctx, tuple(g))
+        share = step_bytes / len(orders)
+        for order in orders:
+            src = np.asarray(order, dtype=np.int64)
+            dst = np.roll(src, -1)
+            srcs.append(src)
+            dsts.append(dst)
+            nbytes.append(np.full(p, share * steps))
+            steps_of.append(np.full(p, float(steps)))
+            if ctx.active is not None:
+                lat = _protocol_ring_latency_arrays(ctx, src, dst, steps)
+                lats.append(np.broadcast_to(lat, (p, lat.size)))
+    if not srcs:
+        return []
+    src, dst = np.concatenate(srcs), np.concatenate(dsts)
+    n = src.size
+    if ctx.active is not None:
+        # NCCL as modelled by the protocols: rings cross nodes on one rail (PXN)
+        entry_flow, entry_link = ctx.pxn_routes(src, dst)
+        latency = np.concatenate(lats)
+    else:
+        entry_flow, entry_link = ctx.cluster.routes(src, dst)
+        path = ctx.path_latencies(entry_flow, entry_link, n)
+        latency = np.concatenate(steps_of) * (path + ctx.per_message_overhead)
+    return [FlowBatch(entry_flow, entry_link, np.concatenate(nbytes), latency)]
+
+
+def allreduce_batch(ctx: CommContext, call: CollectiveCall) -> list[FlowBatch]:
+    """:func:`allreduce` of every group at once, as arrays."""
+    return ring_batch(ctx, call, lambda p: (call.nbytes / p, 2 * (p - 1)))
+
+
+def allgather_batch(ctx: CommContext, call: CollectiveCall) -> list[FlowBatch]:
+    """:func:`allgather` of every group at once, as arrays."""
+    return ring_batch(ctx, call, lambda p: (call.nbytes, p - 1))
+
+
+def reduce_scatter_batch(ctx: CommContext, call: CollectiveCall) -> list[FlowBatch]:
+    """:func:`reduce_scatter` of every group at once, as arrays."""
+    return ring_batch(ctx, call, lambda p: (call.nbytes / p, p - 1))
 
 
 def allreduce(ctx: CommContext, call: CollectiveCall, group: tuple[int, ...]) -> list[Phase]:

@@ -16,8 +16,9 @@ import functools
 import numpy as np
 
 from simcluster.collectives.base import CollectiveCall, CommContext, Phase
+from simcluster.network.flow import FlowBatch
 
-__all__ = ["binary_tree_edges", "second_tree", "allreduce"]
+__all__ = ["binary_tree_edges", "second_tree", "allreduce", "allreduce_batch"]
 
 
 def binary_tree_edges(n: int) -> list[tuple[int, int]]:
@@ -45,6 +46,29 @@ def binary_tree_edges(n: int) -> list[tuple[int, int]]:
             p, low = q, 2 * low
         edges.append((i - 1, q - 1))
     return edges
+
+
+def binary_tree_edge_array(n: int) -> np.ndarray:
+    """:func:`binary_tree_edges` as an ``(n - 1, 2)`` int array (same rows, same
+    order), climbing every vertex at once."""
+    if n <= 1:
+        return np.zeros((0, 2), dtype=np.int64)
+    root = 1 << (n.bit_length() - 1)
+    i = np.arange(1, n + 1, dtype=np.int64)
+    i = i[i != root]
+    p, low = i.copy(), i & -i
+    q = np.zeros_like(i)
+    todo = np.ones(i.size, dtype=bool)
+    while todo.any():
+        pt, lt = p[todo], low[todo]
+        qt = np.where((pt // lt) % 4 == 1, pt + lt, pt - lt)
+        ok = (qt >= 1) & (qt <= n)
+        idx = np.flatnonzero(todo)
+        q[idx[ok]] = qt[ok]
+        climb = idx[~ok]
+        p[climb], low[climb] = qt[~ok], 2 * lt[~ok]
+        todo[idx[ok]] = False
+    return np.stack([i - 1, q - 1], axis=1)
 
 
 def second_tree(edges: list[tuple[int, int]], n: int) -> list[tuple[int, int]]:
@@ -90,3 +114,69 @@ def allreduce(ctx: CommContext, call: CollectiveCall, group: tuple[int, ...]) ->
         up += [ctx.flow_with_latency(a, b, share, depth) for a, b in hops]
         down += [ctx.flow_with_latency(b, a, share, depth) for a, b in hops]
     return [up, down]
+
+
+def allreduce_batch(ctx: CommContext, call: CollectiveCall) -> list[FlowBatch]:
+    """:func:`allreduce` of every group at once, as two flow batches (the same
+    flows, in the same order, as lowering each group and merging the phases).
+    Under protocols the latency holds one column per protocol."""
+    ups: list[tuple[np.ndarray, np.ndarray, float, object]] = []
+    for g in call.groups:
+        if len(g) < 2:
+            continue
+        nodes = ctx.split_by_node(g)
+        heads = np.array([ranks[0] for ranks in nodes], dtype=np.int64)
+        m = heads.size
+        edges_a = binary_tree_edge_array(m)
+        if m % 2 == 0:  # second_tree, as arrays
+            edges_b = m - 1 - edges_a
+        else:
+            edges_b = (edges_a + 1) % m
+        trees = [edges_a, edges_b] if m > 1 else [np.zeros((0, 2), dtype=np.int64)]
+        share = call.nbytes / len(trees)
+        sizes = {len(r) for r in nodes}
+        chain_len = max(sizes) - 1
+        if len(sizes) == 1:  # equal nodes: the chains as one array
+            grid = np.array(nodes, dtype=np.int64)
+            c_src, c_dst = grid[:, 1:].ravel(), grid[:, :-1].ravel()
+        else:
+            c_src = np.array([r[i + 1] for r in nodes for i in range(len(r) - 1)], dtype=np.int64)
+            c_dst = np.array([r[i] for r in nodes for i in range(len(r) - 1)], dtype=np.int64)
+        for e in trees:
+            t_src, t_dst = heads[e[:, 0]], heads[e[:, 1]]
+            src = np.concatenate([t_src, c_src])
+            dst = np.concatenate([t_dst, c_dst])
+            if ctx.active is not None:
+                act = ctx.active
+                a_in = _max_class(act, ctx.hop_classes(c_src, c_dst))
+                a_net = _max_class(act, ctx.hop_classes(t_src, t_dst))
+                depth = chain_len * a_in + _height(m) * a_net
+            else:
+                f, link = ctx.cluster.routes(src, dst)
+                alpha = ctx.path_latencies(f, link, src.size) + ctx.per_message_overhead
+                depth = (chain_len + _height(m)) * (float(alpha.max()) if alpha.size else 0.0)
+            ups.append((src, dst, share, depth))
+    if not ups:
+        return []
+    return [_batch_of(ctx, ups, False), _batch_of(ctx, ups, True)]
+
+
+def _max_class(act: dict, cls: np.ndarray):
+    """Elementwise max of the step latencies of the hop classes present (0.0 for none)."""
+    names = ("nvlink", "pcie", "net")
+    present = [names[c] for c in np.unique(cls)]
+    return functools.reduce(np.maximum, (act[c] for c in present), 0.0)
+
+
+def _batch_of(ctx: CommContext, parts: list, reverse: bool) -> FlowBatch:
+    src = np.concatenate([d if reverse else s for s, d, _, _ in parts])
+    dst = np.concatenate([s if reverse else d for s, d, _, _ in parts])
+    nbytes = np.concatenate([np.full(s.size, float(share)) for s, _, share, _ in parts])
+    if ctx.active is not None:
+        latency = np.concatenate(
+            [np.broadcast_to(dep, (s.size, np.size(dep))) for s, _, _, dep in parts]
+        )
+    else:
+        latency = np.concatenate([np.full(s.size, float(dep)) for s, _, _, dep in parts])
+    entry_flow, entry_link = ctx.cluster.routes(src, dst)
+    return FlowBatch(entry_flow, entry_link, nbytes, latency)

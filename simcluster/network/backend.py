@@ -227,7 +227,10 @@ class MaxMinNetwork(NetworkBackend):
     def _solve_all(self) -> None:
         """Rates of every live flow from scratch (all were brought to ``now``)."""
         ft = self._flows
-        local, links = ft.entries(np.arange(ft.count))
+        # compact_and_add lays every flow's links out back to back: all entries
+        # are the table itself, in flow order
+        local = np.repeat(np.arange(ft.count), ft.nlinks)
+        links = ft.links
         rates = maxmin_rates(local, links, ft.count, self.capacity)
         self.rate_updates += 1
         ft.set_rates(slice(None), rates, self.env.now)

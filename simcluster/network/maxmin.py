@@ -32,14 +32,17 @@ def _compact(entry_link: np.ndarray, num_links: int) -> tuple[np.ndarray, np.nda
     return np.flatnonzero(present), (np.cumsum(present) - 1)[entry_link]
 
 
-def _csr(keys: np.ndarray, values: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
-    """``values`` grouped by ``keys`` (0..n-1), stable: (start offsets, grouped values)."""
+def _csr(
+    keys: np.ndarray, values: np.ndarray, n: int, stable: bool = True
+) -> tuple[np.ndarray, np.ndarray]:
+    """``values`` grouped by ``keys`` (0..n-1): (start offsets, grouped values);
+    in their order within a group when ``stable``, else in any order."""
     if keys.size < 2 or bool(np.all(keys[1:] >= keys[:-1])):
         order = None
     elif n <= 1 << 16:  # a 16-bit stable sort is a radix sort
         order = np.argsort(keys.astype(np.uint16), kind="stable")
     else:
-        order = np.argsort(keys, kind="stable")
+        order = np.argsort(keys, kind="stable" if stable else "quicksort")
     ptr = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(np.bincount(keys, minlength=n), out=ptr[1:])
     return ptr, values if order is None else values[order]
@@ -86,7 +89,9 @@ def maxmin_rates(
     tol = REL_TOL * cap
     if load is not None:
         cap = np.maximum(cap - load[used], 0.0)
-    lptr, link_flows = _csr(el, ef, nlinks)  # flows on each link
+    # Flows on each link, in any order: a round freezes every unfrozen flow of the
+    # saturated links at one level, whatever the order it meets them in.
+    lptr, link_flows = _csr(el, ef, nlinks, stable=False)
     fptr, flow_links = _csr(ef, el, num_flows)  # links of each flow
     counts = np.diff(lptr)  # unfrozen flows per link
     frozen = np.zeros(num_flows, dtype=bool)

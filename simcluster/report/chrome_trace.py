@@ -2,10 +2,10 @@
 
 One process per schedule, one thread per (rank class, stream); network-level
 collective spans get a thread of their own. Times are microseconds. When every
-rank runs its own program (jitter), only the first ``max_classes`` rank classes
-are written, so the file stays small enough for Perfetto. When every
-rank runs its own program (jitter), only the first ``max_classes`` rank classes
-are written, so the file stays small enough for Perfetto.
+rank runs its own program (jitter simulated apart), only the first
+``max_classes`` rank classes are written, so the file stays small enough for
+Perfetto. A jittered class simulated folded (the default) has the spans of
+its lowest rank only.
 """
 
 from __future__ import annotations

@@ -138,6 +138,22 @@ class Cluster:
         return node * self.num_nodes + [self.fabric.kind] * (2 * self.fabric.num_edges)
 
     @cached_property
+    def link_kind_index(self) -> tuple[list[str], np.ndarray]:
+        """(distinct link kinds, each directed link's index into them): :attr:`link_kind`
+        as arrays, built without a string per link."""
+        node = [a["kind"] for _, _, a in self.template.edges for _ in (0, 1)]
+        kinds = sorted({*node, self.fabric.kind})
+        code = {k: i for i, k in enumerate(kinds)}
+        per_node = np.array([code[k] for k in node], dtype=np.int64)
+        index = np.concatenate(
+            [
+                np.tile(per_node, self.num_nodes),
+                np.full(2 * self.fabric.num_edges, code[self.fabric.kind], dtype=np.int64),
+            ]
+        )
+        return kinds, index
+
+    @cached_property
     def inter_node_link(self) -> np.ndarray:
         """Boolean per directed link: outside every node (a NIC's fabric port or a switch
         link)? Node links come first in the table, then the fabric's."""

@@ -1,0 +1,117 @@
+"""Array lowerings (ring, tree) build exactly the flows of the per-flow ones."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from simcluster.collectives import registry as reg
+from simcluster.collectives.base import CollectiveCall
+from simcluster.network.flow import FlowBatch
+from simcluster.simulation import Simulation
+
+CASES = [
+    ("puhti-2l", 64, "nccl-spec"),
+    ("puhti-2l", 64, "mpi-spec"),
+    ("dgx-a100", 32, "nccl-spec"),
+    ("ssfusion-a100-pcie", 16, "nccl-puhti-fitted"),
+    ("deep-est-esb", 12, "mpi-spec"),
+    ("haswell-ib", 48, "nccl-spec"),
+]
+OPS = [
+    ("allreduce", "ring"),
+    ("allgather", "ring"),
+    ("reduce_scatter", "ring"),
+    ("allreduce", "tree"),
+]
+
+
+def _per_flow(ctx, call, protocol):
+    with ctx.lowering(None if protocol is None else call.algorithm):
+        fn = reg.ALGORITHMS[call.op][call.algorithm]
+        phases = reg._merge([fn(ctx, call, tuple(g)) for g in call.groups])
+        if protocol is None:
+            return [(FlowBatch.from_flows(p), None) for p in phases if p]
+        return [reg._batch(p) for p in phases if p]
+
+
+def _arrays(ctx, call, protocol):
+    with ctx.lowering(None if protocol is None else call.algorithm):
+        return [(b, b.latency) for b in reg.BATCH_LOWERINGS[(call.op, call.algorithm)](ctx, call)]
+
+
+@pytest.mark.parametrize(("topology", "gpus", "profile"), CASES)
+def test_array_lowering_is_identical(topology, gpus, profile):
+    sim = Simulation.for_topology(topology, gpus, profile)
+    ctx = sim.engine.ctx
+    P, R = sim.cluster.num_ranks, sim.cluster.ranks_per_node
+    groupsets = [
+        (tuple(range(P)),),
+        tuple(tuple(range(i, P, R)) for i in range(R)),  # one rank per node, per local index
+        (tuple(range(0, P, 2)), tuple(range(1, P, 2))),
+        (tuple(range(3)),),
+        (tuple(range(P - 1, -1, -1)),),
+        ((0,), (1, 2)),
+    ]
+    for groups in groupsets:
+        for op, name in OPS:
+            for proto in list(ctx.protocols) or [None]:
+                call = CollectiveCall(op, groups, 1.0, name)
+                old, new = _per_flow(ctx, call, proto), _arrays(ctx, call, proto)
+                assert len(old) == len(new)
+                for (a, lat_a), (b, lat_b) in zip(old, new, strict=True):
+                    np.testing.assert_array_equal(a.entry_flow, b.entry_flow)
+                    np.testing.assert_array_equal(a.entry_link, b.entry_link)
+                    np.testing.assert_array_equal(a.nbytes, b.nbytes)
+                    if proto is None:
+                        np.testing.assert_array_equal(a.latency, b.latency)
+                    else:  # bit for bit, one column per protocol
+                        np.testing.assert_array_equal(np.asarray(lat_a, float), lat_b)
+
+
+def _orders_by_loop(ctx, group):
+    """ring_orders' node-by-node construction for groups of whole nodes (reference)."""
+    from simcluster.collectives.ring import _node_rings, _rail_cuts
+
+    by_node = ctx.split_by_node(group)
+    rings = _node_rings(ctx)
+    R = ctx.cluster.ranks_per_node
+    channels = max(1, min(ctx.nics_per_node, R))
+    m = len(by_node)
+    orders = []
+    for r, k in _rail_cuts(ctx, rings, channels):
+        order = []
+        for j, ranks in enumerate(by_node):
+            local = rings[r][k:] + rings[r][:k]
+            if j % 2 == 1 and m % 2 == 0:
+                local = local[::-1]
+            order.extend(ranks[0] + i for i in local)
+        orders.append(order)
+    return orders
+
+
+@pytest.mark.parametrize(
+    ("topology", "gpus"), [("puhti-2l", 64), ("puhti-2l", 20), ("dgx-a100", 40)]
+)
+def test_whole_node_ring_orders(topology, gpus):
+    from simcluster.collectives.ring import ring_orders
+
+    ctx = Simulation.for_topology(topology, gpus, "nccl-spec").engine.ctx
+    P = ctx.cluster.num_ranks
+    group = tuple(range(P))
+    assert ctx.split_by_node(group) == [
+        list(range(a, a + ctx.cluster.ranks_per_node))
+        for a in range(0, P, ctx.cluster.ranks_per_node)
+    ]
+    assert ring_orders(ctx, group) == _orders_by_loop(ctx, group)
+
+
+def test_binary_tree_edge_array_matches_the_loop():
+    from simcluster.collectives.tree import binary_tree_edge_array, binary_tree_edges, second_tree
+
+    for n in [*range(0, 70), 255, 256, 257, 1000, 4097]:
+        edges = binary_tree_edges(n)
+        arr = binary_tree_edge_array(n)
+        assert [tuple(e) for e in arr.tolist()] == edges
+        twin = (n - 1 - arr) if n % 2 == 0 else (arr + 1) % max(n, 1)
+        assert [tuple(e) for e in twin.tolist()] == second_tree(edges, n)
