@@ -240,3 +240,13 @@ def test_key_helpers_equal_numpy_unique(keys):
     assert np.array_equal(u, uniq) and np.array_equal(c, counts)
     u, inv = K.unique_inverse(a)
     assert np.array_equal(u, uniq) and np.array_equal(inv, inverse.reshape(-1))
+
+
+def test_table1_record_figures_hold_no_wall_clock_time():
+    """Result records carry Table 1 figures but not the partitioner's wall time, so the
+    same scenario and seed write identical results.json (determinism)."""
+    from simcluster.partition.comm import PartitionMetrics
+
+    m = PartitionMetrics(4, "random", 1.0, 2.0, 3.0, 4.0, 1.01, 5.0, partition_s=12.3)
+    d = m.as_dict()
+    assert "partition_s" not in d and d["avg_volume"] == 1.0 and m.partition_s == 12.3

@@ -127,10 +127,14 @@ class PartitionMetrics:
     max_messages: float
     imbalance: float
     volume_per_layer: float  # words moved by all processors per layer (SpFF)
-    partition_s: float
+    partition_s: float  # wall-clock seconds the partitioner took (terminal table only)
 
     def as_dict(self) -> dict:
-        return asdict(self)
+        """The figures for result records: everything but the wall-clock
+        ``partition_s``, so the same scenario and seed write the same bytes."""
+        d = asdict(self)
+        d.pop("partition_s")
+        return d
 
 
 def table1_metrics(plan: list[LayerComm], partition: NetworkPartition) -> PartitionMetrics:

@@ -608,7 +608,7 @@ def table1_tables(sc, records: list[dict] | None = None) -> list[tuple[str, list
         groups.setdefault(_network_key(o), []).append((label, o))
     rec = {(r["schedule"], r["gpus"]): r for r in records or []}
     headers = ["P", "partitioner", "avg vol", "max vol", "avg msgs", "max msgs", "imbalance"]
-    headers += ["partition s"]
+    headers += ["partition s (wall)"]
     if records:
         headers += ["t/vector", "comm", "SpMV", "update"]
     out = []
