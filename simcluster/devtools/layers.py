@@ -7,9 +7,9 @@ and exits 1 listing each import that points the wrong way; 0 when there is none.
 Rules: a unit may import what the "knows" column of ARCHITECTURE.md's layer
 table says it knows (``KNOWS``, every entry a layer below it in ``LAYERS``), and
 the foundation modules (errors, registry, paths, schema, inputs: the guarded file
-reader, workers: process pools that die with their parent, program: the op
-vocabulary) from anywhere; the foundation imports only itself. So a schedule
-never reaches the engine (SimPy) or a link, and the network never knows what a
+reader, atomic: writes by temporary file and rename, workers: process pools that
+die with their parent, program: the op vocabulary) from anywhere; the foundation
+imports only itself. So a schedule never reaches the engine (SimPy) or a link, and the network never knows what a
 schedule is. Calibration imports nothing of the simulator but the profile format
 (compute), the model zoo's shapes (workload), the progress bar and, to fit network
 profiles to nccl-tests logs, the network side's own model (topology, collectives,
@@ -64,7 +64,7 @@ KNOWS: dict[str, frozenset[str]] = {
 }
 #: importable from every layer; imports nothing above itself
 FOUNDATION = frozenset(
-    {"", "errors", "registry", "paths", "schema", "program", "inputs", "workers"}
+    {"", "errors", "registry", "paths", "schema", "program", "inputs", "workers", "atomic"}
 )
 #: what calibration may use of the simulator (besides the foundation)
 #: (``calibrate nccl-tests`` fits a network profile with the simulator's own collective

@@ -213,10 +213,9 @@ def draw_topology(cluster: Cluster, path: str) -> None:
     ax.set_ylim(-2.0, 13)
     fig.tight_layout()
     Path(path).parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(path).with_name(f".{Path(path).name}.tmp")
-    try:  # written under a temporary name, then renamed: no half-written PNG
-        fig.savefig(tmp, dpi=110, format="png")
-        tmp.replace(path)
+    from simcluster.atomic import save_figure
+
+    try:
+        save_figure(fig, path)
     finally:
         plt.close(fig)
-        tmp.unlink(missing_ok=True)

@@ -29,6 +29,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from simcluster.atomic import write_text_atomic
 from simcluster.compute.loader import _read
 from simcluster.errors import ConfigError, UserError
 from simcluster.paths import network_profiles_dir
@@ -192,9 +193,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     data["provenance"] = prov
     out_path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out_path.with_suffix(out_path.suffix + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2) + "\n")
-    tmp.replace(out_path)
+    write_text_atomic(out_path, json.dumps(data, indent=2) + "\n")
     print(
         f"{a.param} = {rec['value']:.4g} reproduces {rec['case']} "
         f"({rec['predicted_at_value']:.4g} vs {rec['reference']:.4g} {rec['reference_unit']}); "

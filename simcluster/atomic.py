@@ -1,0 +1,58 @@
+"""Atomic file writes: a temporary file beside the target, renamed over it.
+
+A failed write (a full disk, a refused path) leaves the old file or nothing, never
+half a file. Foundation: any layer may write its files through here (results,
+plots, fitted profiles, topology drawings).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO, Any
+
+from simcluster.errors import UserError
+
+__all__ = ["atomic_write", "write_text_atomic", "save_figure"]
+
+
+def atomic_write(path: str | Path, write: Callable[[IO[bytes]], Any]) -> None:
+    """Call ``write(fh)`` on a temporary file beside ``path``, then rename it to ``path``."""
+    p = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=f".{p.name}.", suffix=".tmp")
+    try:
+        os.fchmod(fd, 0o666 & ~_umask())  # mkstemp's 0600 -> what open() would have made
+        with os.fdopen(fd, "wb") as fh:
+            write(fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, p)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise UserError(f"{p}: cannot write ({exc.strerror or exc}); nothing was written") from None
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def write_text_atomic(path: str | Path, text: str) -> None:
+    """Write ``text`` (UTF-8) to ``path`` atomically."""
+    data = text.encode("utf-8")
+    atomic_write(path, lambda fh: fh.write(data))
+
+
+def save_figure(fig: Any, path: str | Path, dpi: int = 110) -> None:
+    """``fig.savefig`` to ``path`` atomically (PNG unless the suffix says otherwise)."""
+    fmt = Path(path).suffix.lstrip(".") or "png"
+    atomic_write(path, lambda fh: fig.savefig(fh, dpi=dpi, format=fmt))
