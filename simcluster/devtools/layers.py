@@ -9,13 +9,13 @@ table says it knows (``KNOWS``, every entry a layer below it in ``LAYERS``), and
 the foundation modules (errors, registry, paths, schema, inputs: the guarded file
 reader, atomic: writes by temporary file and rename, workers: process pools that
 die with their parent, program: the op vocabulary) from anywhere; the foundation
-imports only itself. So a schedule never reaches the engine (SimPy) or a link, and
-the network never knows what a schedule is. Calibration imports nothing of the simulator but the profile format
-(compute), the model zoo's shapes (workload), the progress bar and, to fit network
-profiles to nccl-tests logs, the network side's own model (topology, collectives,
-network, the simulated nccl-tests table), and only the
-``calibrate`` command imports calibration. SimPy is for the engine and the
-network; torch is for calibration only.
+imports only itself. So a schedule never reaches the engine (SimPy) or a link,
+and the network never knows what a schedule is. Calibration imports nothing of
+the simulator but the profile format (compute), the model zoo's shapes
+(workload), the progress bar and, to fit network profiles to nccl-tests logs,
+the network side's own model (topology, collectives, network, the simulated
+nccl-tests table), and only the ``calibrate`` command imports calibration.
+SimPy is for the engine and the network; torch is for calibration only.
 """
 
 from __future__ import annotations
