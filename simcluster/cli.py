@@ -65,7 +65,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     check_size(sc, args.max_memory)
     for cls in scenario_schedules(sc):
         cls.prepare(sc)  # e.g. sparse-DNN partitions, in parallel
-    result = run_scenario(sc, progress=ProgressBar(log_every=5.0))  # lines in logs too
+    result = run_scenario(sc, progress=ProgressBar())  # a line every 5 s in logs too
     payload = result.to_json()
     check_records(result.records, "results")
     text = dumps(payload)  # strict JSON; a NaN stops here, before any file is written

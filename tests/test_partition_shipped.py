@@ -111,7 +111,7 @@ def test_prefetch_prints_lines_when_not_a_terminal(tmp_path, capsys):
 def test_progress_bar_logs_plain_lines_without_a_terminal(tty, monkeypatch):
     s = io.StringIO()
     monkeypatch.setattr(s, "isatty", lambda: tty, raising=False)
-    bar = ProgressBar(s, log_every=1e-9)
+    bar = ProgressBar(s, interval_s=1e-9)
     bar(1, 2, "a")
     bar(2, 2, "b")
     text = s.getvalue()

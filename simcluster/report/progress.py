@@ -22,11 +22,7 @@ class ProgressBar:
         stream: TextIO | None = None,
         width: int = 30,
         interval_s: float = 5.0,
-        log_every: float | None = None,
     ) -> None:
-        """``log_every``: the same as ``interval_s`` (seconds between log lines)."""
-        if log_every is not None:
-            interval_s = log_every
         self.stream = stream or sys.stderr
         self.width = width
         self.enabled = hasattr(self.stream, "isatty") and self.stream.isatty()
