@@ -112,10 +112,6 @@ def sizes_between(begin: int, end: int, factor: int) -> list[int]:
     return out
 
 
-def _run_phases(ctx: CommContext, phases: list, network_model: str) -> float:
-    return run_phases(network_model, ctx.capacity, ctx.inter_node_link, phases)
-
-
 def run_nccl_tests(
     ctx: CommContext,
     op: str,
@@ -151,7 +147,7 @@ def run_nccl_tests(
             max(t.root, 0), protocol,
         )  # fmt: skip
         name, phases = lower(ctx, call)
-        seconds = _run_phases(ctx, phases, network_model)
+        seconds = run_phases(network_model, ctx.capacity, ctx.inter_node_link, phases)
         algbw = nbytes_buf / seconds / 1e9 if seconds > 0 else 0.0
         rows.append(
             {

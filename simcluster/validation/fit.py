@@ -38,18 +38,19 @@ __all__ = ["bisect_log", "fit_network_constant", "main"]
 
 
 def _find_case(case_id: str):
+    from simcluster.errors import did_you_mean
     from simcluster.validation.cases import load_references
 
-    for f in load_references():
-        for c in f.cases:
-            if c.id == case_id:
-                return f, c
-    ids = [c.id for f in load_references() for c in f.cases]
-    import difflib
-
-    near = difflib.get_close_matches(case_id, ids, n=1)
-    hint = f"; did you mean {near[0]!r}?" if near else ""
-    raise ConfigError(None, "--case", case_id, f"no such reference case{hint}")
+    cases = {c.id: (f, c) for f in load_references() for c in f.cases}
+    if case_id in cases:
+        return cases[case_id]
+    raise ConfigError(
+        None,
+        "--case",
+        case_id,
+        "no such reference case (scenarios/references/)",
+        suggestions=did_you_mean(case_id, list(cases)),
+    )
 
 
 def _set(data: dict, dotted: str, value: float) -> None:
