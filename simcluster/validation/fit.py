@@ -66,19 +66,17 @@ def _set(data: dict, dotted: str, value: float) -> None:
 
 
 def _metric(case, profile_path: Path, workdir: Path) -> float:
-    import yaml
+    """The case's compared value with the network profile under fit, simulated as
+    ``simcluster validate`` does (same overrides, metric and transform)."""
+    from simcluster.validation.runner import _run_group
 
-    from simcluster.study import run_scenario
-    from simcluster.sweep.overrides import build_point, materialize
-    from simcluster.validation.metrics import compared_value, read_metric
-    from simcluster.validation.runner import resolve_scenario
-
-    path = resolve_scenario(case.scenario)
-    data = yaml.safe_load(path.read_text())
-    values = {**case.overrides, "network_profile": str(profile_path)}
-    sc = materialize(build_point(data, values, str(path)), workdir)
-    records = run_scenario(sc).records
-    return compared_value(case.metric, read_metric(case.metric, records))
+    trial = case.model_copy(
+        update={"overrides": {**case.overrides, "network_profile": str(profile_path)}}
+    )
+    status, value, _profiles, _fitted, message = _run_group([trial], str(workdir))[0]
+    if status != "ok" or value is None:
+        raise UserError(f"{case.id}: {status}: {message}")
+    return value
 
 
 def bisect_log(
