@@ -236,7 +236,8 @@ class Engine:
                 yield env.timeout(t - env.now)
             finished[0] += 1
 
-        times: dict[str, np.ndarray] = {}  # folded classes: per-rank end of ops others wait for
+        # folded classes: per-rank end of ops others wait for, by (class, op id)
+        times: dict[tuple[int, str], np.ndarray] = {}
 
         def folded_proc(cls: RankClass, ops: list[tuple[Op, tuple[str, ...]]], done: dict):
             """:func:`stream_proc` for every rank of a class with per-rank factors at
@@ -246,6 +247,7 @@ class Engine:
             timed = _timed_index(cls.ops)
             name = cls.name
             lo = int(np.argmin(cls.ranks))  # the rows are the lowest rank's
+            key = id(done)  # one per class: classes may share op ids
             now = np.full(len(cls.ranks), env.now)
             t = now.copy()
             for op, waits in ops:
@@ -253,7 +255,7 @@ class Engine:
                     ev = done[d]
                     if ev.callbacks is not None:
                         yield ev
-                    at = times.get(d)
+                    at = times.get((key, d))
                     now = np.maximum(now, rdv[d].at if at is None else at)
                 start = np.maximum(t, now)
                 if op.is_collective:
@@ -283,7 +285,7 @@ class Engine:
                 )
                 ev = done.get(op.id)
                 if ev is not None:  # fired when the last rank's would be: now + (t - now)
-                    at = times[op.id] = now + (t - now)
+                    at = times[(key, op.id)] = now + (t - now)
                     _succeed_exactly_at(env, ev, max(float(at.max()), env.now))
             end = np.where(t > now, now + (t - now), now)
             last = float(end.max())

@@ -209,6 +209,9 @@ def perturb(
     """
     out: list[RankClass] = []
     for cls in classes:
+        if cls.factors is not None:  # folded by its schedule (spmv): scale the factors
+            out += _perturb_folded(cls, stragglers, slowdown, jitter_cv, seed, fold)
+            continue
         slow = tuple(r for r in cls.ranks if r in stragglers)
         fast = tuple(r for r in cls.ranks if r not in stragglers)
         if jitter_cv <= 0:
@@ -238,3 +241,50 @@ def perturb(
                 replace(cls, name=f"{cls.name}#{r}", ranks=(r,), ops=_scaled_ops(cls.ops, factors))
             )
     return out
+
+
+def _perturb_folded(
+    cls: RankClass,
+    stragglers: frozenset[int],
+    slowdown: float,
+    jitter_cv: float,
+    seed: int,
+    fold: bool,
+) -> list[RankClass]:
+    """:func:`perturb` for a class that already has per-rank factors.
+
+    Its factors are multiplied by the same draws :func:`perturb` makes (seeded by
+    (seed, rank), one per timed op) and by ``slowdown`` on stragglers; without
+    jitter the class splits into regular and straggling ranks, with jitter it
+    stays whole (``fold``) or becomes one class per rank.
+    """
+    assert cls.factors is not None
+    base = cls.factors
+    slow = np.array([r in stragglers for r in cls.ranks], dtype=bool)
+    if jitter_cv <= 0:
+        out = []
+        if not slow.all():
+            keep = ~slow
+            ranks = tuple(r for r, s in zip(cls.ranks, slow, strict=True) if not s)
+            out.append(replace(cls, ranks=ranks, ops=list(cls.ops), factors=base[keep]))
+        if slow.any():
+            ranks = tuple(r for r, s in zip(cls.ranks, slow, strict=True) if s)
+            table = base[slow] * slowdown
+            out.append(
+                replace(cls, name=f"{cls.name}~slow", ranks=ranks, ops=list(cls.ops), factors=table)
+            )
+        return out
+    sigma2 = math.log1p(jitter_cv**2)
+    table = np.empty_like(base)
+    for i, r in enumerate(cls.ranks):
+        rng = np.random.default_rng([seed, r])
+        table[i] = rng.lognormal(-sigma2 / 2, math.sqrt(sigma2), base.shape[1])
+    table = base * table * np.where(slow, slowdown, 1.0)[:, None]
+    if fold:
+        return [replace(cls, ops=list(cls.ops), factors=table)]
+    return [
+        replace(
+            cls, name=f"{cls.name}#{r}", ranks=(r,), ops=list(cls.ops), factors=table[i : i + 1]
+        )
+        for i, r in enumerate(cls.ranks)
+    ]

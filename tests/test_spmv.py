@@ -42,7 +42,9 @@ def test_figure3_programs(star_cluster):
     profile = load_profile(PROFILE)
     ctx = BuildContext(cluster, 2, None, profile, 1, "fp32", 1, 0)
     classes = SpMV(SpMVOptions(word_bytes=4))._programs(ctx, net, plan)
-    assert [c.ranks for c in classes] == [(0,), (1,)]
+    # both ranks send and receive in every layer: one folded class, durations per rank
+    assert [c.ranks for c in classes] == [(0, 1)]
+    assert classes[0].factors is not None and classes[0].factors.shape[0] == 2
     ops = {op.id: op for op in classes[0].ops}
     # SpFF layer 1: one word each way; layer 2: two words each way (fp32 entries)
     assert ops["f1.x"].call.groups == ((0, 1), (1, 0)) and ops["f1.x"].call.nbytes == 4
@@ -59,10 +61,46 @@ def test_figure3_programs(star_cluster):
     for c in classes:
         c.validate()
     trace = Engine(CommContext(cluster, 2e-6)).run(classes)
-    spans = {s.op: s for s in trace.spans if s.rank_class == "r0"}
+    spans = {s.op: s for s in trace.spans if s.rank_class == classes[0].name}
     # the local SpMV runs while the layer's messages are in flight
     assert spans["f1.loc"].start < spans["f1.x"].end <= spans["f1.rem"].start
     assert trace.end_time == pytest.approx(max(s.end for s in trace.spans))
+
+
+def _classes(gpus: int, partitioner: str = "random", neurons: int = 1024, layers: int = 4):
+    from simcluster.simulation import Simulation
+
+    sim = Simulation.for_topology("haswell-ib", gpus, "mpi-spec")
+    ctx = sim.build_context(gpus, None, load_profile(PROFILE), 1)
+    o = SpMVOptions(neurons=neurons, layers=layers, partitioner=partitioner, cache=False)
+    return sim.engine, SpMV(o).build(ctx).classes
+
+
+@pytest.mark.parametrize("gpus", [5, 48])
+def test_folded_programs_run_as_one_class_per_rank(gpus):
+    """Ranks with the same program shape share a class with per-rank durations; the
+    engine gives the same times as one class per rank (straggler splits included)."""
+    from simcluster.program import expand
+    from simcluster.scenario import Heterogeneity, Stragglers
+    from simcluster.study import simulate_iteration
+
+    engine, classes = _classes(gpus)
+    assert sum(len(c.ranks) for c in classes) == gpus and len(classes) < gpus
+    folded = engine.run(classes)
+    per_rank = engine.run(expand(classes))
+    assert folded.end_time == per_rank.end_time
+    lowest = {c.name: f"{c.name}#{min(c.ranks)}" for c in classes}
+    for name, single in lowest.items():
+        a = [(s.op, s.start, s.end) for s in folded.class_spans(name)]
+        b = [(s.op, s.start, s.end) for s in per_rank.class_spans(single)]
+        assert a == b
+    het = Heterogeneity(stragglers=Stragglers(fraction=0.2, slowdown=1.5), jitter=0.0)
+    slow = simulate_iteration(engine, classes, True, het, 3)
+    assert slow.end_time == simulate_iteration(engine, classes, False, het, 3).end_time
+    assert slow.end_time > folded.end_time
+    jit = Heterogeneity(jitter=0.1)
+    a = simulate_iteration(engine, classes, True, jit, 3).end_time
+    assert a == simulate_iteration(engine, classes, False, jit, 3).end_time
 
 
 def _scenario(tmp_path, schedules: list[dict], gpus: list[int], batch: int = 1):

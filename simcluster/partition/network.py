@@ -36,7 +36,13 @@ from simcluster.partition.backends import (
     kahypar_config_path,
     partition_phase,
 )
-from simcluster.partition.hypergraph import build_phase, connectivity_cut, input_owners
+from simcluster.partition.hypergraph import (
+    NET_COST,
+    build_phase,
+    connectivity_cut,
+    input_owners,
+)
+from simcluster.partition.keys import count_unique
 from simcluster.partition.shipped import load_shipped, shipped_path
 from simcluster.workload.sparse import SparseDNN
 
@@ -220,6 +226,21 @@ class _StatusLine:
             sys.stderr.flush()
 
 
+def _random_rows(rows: int, parts: int, seed: int) -> np.ndarray:
+    """The ``random`` backend's rows for one phase (as :func:`partition_phase` draws them)."""
+    return even_random_parts(rows, parts, np.random.default_rng([seed, rows, parts]))
+
+
+def _pin_cut(layer, in_owner: np.ndarray, rows: np.ndarray, parts: int) -> int:
+    """:func:`connectivity_cut` of a phase without its hypergraph: every net has its
+    fixed vertex, so ``lambda - 1`` counts the parts other than the input's owner
+    that read it (cost 2 each)."""
+    reader = rows[layer.row_of_nnz]
+    col = layer.indices.astype(np.int64)
+    remote = reader != in_owner[col]
+    return NET_COST * count_unique(col[remote] * parts + reader[remote])
+
+
 def partition_network(
     net: SparseDNN,
     parts: int,
@@ -283,6 +304,18 @@ def partition_network(
     rng_in = np.random.default_rng([seed, parts, 7])
     for k, layer in enumerate(net.layers, start=1):
         t0 = time.perf_counter()
+        if backend == "random":  # no hypergraph needed: rows at random, the cut from the pins
+            rows = _random_rows(layer.rows, parts, seed * 1_000_003 + k)
+            if prev is None:
+                prev = even_random_parts(layer.cols, parts, rng_in)
+                owners.append(prev)
+            phase_s.append(time.perf_counter() - t0)
+            cut.append(_pin_cut(layer, prev, rows, parts))
+            owners.append(rows)
+            prev = rows
+            if progress:
+                progress(k, net.num_layers, f"{net.name}: {backend} P={parts} layer {k}")
+            continue
         hg = build_phase(layer, prev)
         rows = partition_phase(
             hg,

@@ -4,8 +4,9 @@ One process per schedule, one thread per (rank class, stream); network-level
 collective spans get a thread of their own. Times are microseconds. When every
 rank runs its own program (jitter simulated apart), only the first
 ``max_classes`` rank classes are written, so the file stays small enough for
-Perfetto. A jittered class simulated folded (the default) has the spans of
-its lowest rank only.
+Perfetto. A jittered class simulated folded (the default), and an spmv class
+of ranks with the same ops but their own kernel times, has the spans of its
+lowest rank only.
 """
 
 from __future__ import annotations

@@ -44,7 +44,7 @@ are in each record's ``segments[].extra``; ``simcluster spmv-table`` prints them
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Literal
 
@@ -179,10 +179,6 @@ def table1_for(o: SpMVOptions, parts: int, seed: int = 0) -> PartitionMetrics:
 # --- programs --------------------------------------------------------------------------------
 
 
-#: arrays up to this size skip the vectorised de-duplication (its set-up costs more)
-_SMALL = 64
-
-
 class _Costs:
     """Kernel times from the device profile, evaluated once per distinct argument.
 
@@ -311,57 +307,68 @@ def _exchange(
     )
 
 
-def _shared_ops(make: Callable[[float], Op], t: np.ndarray) -> np.ndarray:
-    """``[make(x) for x in t.tolist()]`` as an object array, one op per distinct time.
-
-    Ops are immutable, so ranks with bit-identical times share one object.
-    """
-    if t.size <= _SMALL:
-        return np.fromiter((make(x) for x in t.tolist()), dtype=object, count=t.size)
-    t = np.ascontiguousarray(t, dtype=np.float64)
-    bits, inv = unique_inverse(t.view(np.int64))
-    ops = np.empty(bits.size, dtype=object)
-    for i, x in enumerate(bits.view(np.float64).tolist()):
-        ops[i] = make(x)
-    return ops[inv]
-
-
 class _Slots:
-    """Per-rank programs built column by column: one op (or none) per rank per slot."""
+    """Per-rank programs built slot by slot, folded into one class per program shape.
+
+    A slot holds one op (or none) per rank: a compute op with a per-rank duration,
+    or a collective. Ranks whose slots hold the same ops up to their durations run
+    one :class:`RankClass` whose compute ops last 1 s in the template and whose
+    :attr:`RankClass.factors` are the ranks' durations in seconds: the engine runs
+    it once with a clock per rank, with the same results as one class per rank
+    (``tests/test_spmv.py``). With random rows at large P every rank sends and
+    receives in every layer, so all ranks share one class.
+    """
 
     def __init__(self, P: int) -> None:
         self.P = P
-        self.cols: list[np.ndarray] = []
-        self.have: list[np.ndarray] = []
+        self.codes: list[np.ndarray] = []  # per slot: variant per rank, -1 = no op
+        self.variants: list[tuple[Op, ...]] = []
+        self.times: list[np.ndarray | None] = []  # per slot: durations (s), None: collective
 
-    def add(self, ops: np.ndarray | Op, where: np.ndarray | None = None) -> None:
-        """Slot holding ``ops`` (per rank, or one op for all) on the ranks in ``where``."""
-        if isinstance(ops, Op):
-            col = np.empty(self.P, dtype=object)
-            col.fill(ops)
-            ops = col
-        self.cols.append(ops)
-        self.have.append(np.ones(self.P, dtype=bool) if where is None else where)
+    def _code(self, flag: np.ndarray | None, where: np.ndarray | None) -> np.ndarray:
+        code = np.zeros(self.P, dtype=np.int8) if flag is None else np.where(flag, 0, 1)
+        code = code.astype(np.int8)
+        if where is not None:
+            code[~where] = -1
+        return code
 
-    def add_split(self, flag: np.ndarray, yes, no, where: np.ndarray | None = None) -> None:
-        """Slot holding ``yes`` where ``flag``, else ``no`` (ops or per-rank op arrays)."""
-        col = np.empty(self.P, dtype=object)
-        for sel, ops in ((flag, yes), (~flag, no)):
-            col[sel] = ops if isinstance(ops, Op) else ops[sel]
-        self.add(col, where)
+    def timed(self, t: np.ndarray, op: Op, where: np.ndarray | None = None) -> None:
+        """A compute slot: ``op`` (its duration ignored) lasting ``t[m]`` on rank m."""
+        self.add_timed(None, t, op, op, where)
+
+    def add_timed(
+        self, flag: np.ndarray | None, t: np.ndarray, yes: Op, no: Op, where=None
+    ) -> None:
+        """A compute slot: ``yes`` where ``flag``, else ``no``, lasting ``t[m]``."""
+        one = (replace(yes, duration=1.0), replace(no, duration=1.0))
+        self.codes.append(self._code(flag, where))
+        self.variants.append(one)
+        self.times.append(np.broadcast_to(np.asarray(t, dtype=np.float64), (self.P,)))
+
+    def call(self, flag: np.ndarray | None, yes: Op, no: Op, where=None) -> None:
+        """A collective slot: ``yes`` where ``flag`` (all ranks if None), else ``no``."""
+        self.codes.append(self._code(flag, where))
+        self.variants.append((yes, no))
+        self.times.append(None)
 
     def programs(self) -> list[RankClass]:
-        if not self.cols:
+        if not self.codes:
             return [RankClass(f"r{m}", (m,)) for m in range(self.P)]
-        table = np.stack(self.cols, axis=1)  # rank x slot
-        have = np.stack(self.have, axis=1)
-        flat = table[have].tolist()  # row-major: every rank's ops in slot order
-        end = np.cumsum(have.sum(axis=1)).tolist()
-        start = [0, *end[:-1]]
-        return [
-            RankClass(f"r{m}", (m,), flat[b:e])
-            for m, (b, e) in enumerate(zip(start, end, strict=True))
-        ]
+        table = np.stack(self.codes, axis=1)  # rank x slot
+        shapes, first, inv = np.unique(table, axis=0, return_index=True, return_inverse=True)
+        inv = inv.reshape(-1)
+        out = []
+        for g in np.argsort(first, kind="stable").tolist():  # in order of lowest rank
+            ranks = np.flatnonzero(inv == g)
+            row = shapes[g].tolist()
+            ops = [self.variants[s][c] for s, c in enumerate(row) if c >= 0]
+            timed = [s for s, c in enumerate(row) if c >= 0 and self.times[s] is not None]
+            cols = [self.times[s][ranks] for s in timed]  # type: ignore[index]
+            factors = np.stack(cols, axis=1) if cols else np.zeros((ranks.size, 0))
+            m = int(ranks[0])
+            name = f"r{m}" if ranks.size == 1 else f"r{m}+{ranks.size - 1}"
+            out.append(RankClass(name, tuple(ranks.tolist()), ops, factors=factors))
+        return out
 
 
 @register
@@ -429,18 +436,16 @@ class SpMV(Schedule):
             t_loc = cost.spmv(lc.nnz_local, lc.rows)
             t_rem = cost.spmv(lc.nnz_remote, lc.rows_remote) + act
             pid, xid, loc, rem = f"f{k}.pack", f"f{k}.x", f"f{k}.loc", f"f{k}.rem"
-            slots.add(_shared_ops(lambda t, i=pid: compute(i, t, "comm"), x.pack), x.sends)
-            slots.add_split(
+            slots.timed(x.pack, compute(pid, 0, "comm"), x.sends)
+            slots.call(
                 x.sends,
                 collective(xid, x.forward, "comm", (pid,)),
                 collective(xid, x.forward, "comm"),
                 x.sends | x.recvs,
             )
-            slots.add(_shared_ops(lambda t, i=loc: compute(i, t, "spmv"), t_loc))
-            slots.add_split(
-                x.recvs,
-                _shared_ops(lambda t, i=rem, d=(xid,): compute(i, t, "spmv", d), t_rem),
-                _shared_ops(lambda t, i=rem: compute(i, t, "spmv"), t_rem),
+            slots.timed(t_loc, compute(loc, 0, "spmv"))
+            slots.add_timed(
+                x.recvs, t_rem, compute(rem, 0, "spmv", (xid,)), compute(rem, 0, "spmv")
             )
 
         for k in range(L, 0, -1):  # SpBP: the SpFF pairs reversed
@@ -450,32 +455,29 @@ class SpMV(Schedule):
             back = above.sends if above is not None else np.zeros(P, dtype=bool)
             if above is not None:
                 delta = delta + above.combine
-            upd = f"b{k}.upd"
-            t_upd = _shared_ops(lambda t, i=upd: compute(i, t, "update"), cost.update(lc.nnz))
+            upd = compute(f"b{k}.upd", 0, "update")
+            t_upd = cost.update(lc.nnz)
             if k == 1:
-                slots.add_split(
+                slots.add_timed(
                     back,
-                    _shared_ops(lambda t: compute("b1.delta", t, "spmv", ("b2.x",)), delta),
-                    _shared_ops(lambda t: compute("b1.delta", t, "spmv"), delta),
+                    delta,
+                    compute("b1.delta", 0, "spmv", ("b2.x",)),
+                    compute("b1.delta", 0, "spmv"),
                 )
-                slots.add(t_upd)
+                slots.timed(t_upd, upd)
                 continue
             t_bsp = delta + cost.spmv(lc.nnz, lc.rows)
             bsp, pid, xid, wait = f"b{k}.spmv", f"b{k}.pack", f"b{k}.x", (f"b{k + 1}.x",)
-            slots.add_split(
-                back,
-                _shared_ops(lambda t, i=bsp, d=wait: compute(i, t, "spmv", d), t_bsp),
-                _shared_ops(lambda t, i=bsp: compute(i, t, "spmv"), t_bsp),
-            )
+            slots.add_timed(back, t_bsp, compute(bsp, 0, "spmv", wait), compute(bsp, 0, "spmv"))
             sends, recvs = x.recvs, x.sends
-            slots.add(_shared_ops(lambda t, i=pid: compute(i, t, "comm"), x.back_pack), sends)
-            slots.add_split(
+            slots.timed(x.back_pack, compute(pid, 0, "comm"), sends)
+            slots.call(
                 sends,
                 collective(xid, x.backward, "comm", (pid,)),
                 collective(xid, x.backward, "comm"),
                 sends | recvs,
             )
-            slots.add(t_upd)
+            slots.timed(t_upd, upd)
         return slots.programs()
 
 
