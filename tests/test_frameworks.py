@@ -91,6 +91,25 @@ def test_apex_ddp_flattens_per_bucket(star_cluster, model, profile):
     assert len(ops(it, "allreduce.prep")) == len(buckets)
 
 
+def test_colossalai_reduces_everything_once_after_backward(star_cluster, model, profile):
+    it = build("ddp", star_cluster(8, 10e9, 1e-6), 8, model, profile, implementation="colossalai")
+    prog = it.classes[0].ops
+    reduced = [op for op in prog if op.is_collective]
+    assert len(reduced) == 1 and reduced[0].call.nbytes == 4 * model.params
+    # nothing of the sync starts before the last backward op: the flatten waits for it
+    flatten = ops(it, "allreduce.flatten")[0]
+    last_backward = [op for op in prog if op.category == "backward"][-1]
+    assert flatten.deps == (last_backward.id,)
+    assert prog.index(flatten) > prog.index(last_backward)
+    want_out = sum(profile.elementwise_time(8 * t.numel) for t in grad_tensors(model))
+    assert ops(it, "allreduce.unflatten")[0].duration == pytest.approx(want_out)
+    assert not ops(it, "allreduce.copy_in")
+    single = build(
+        "ddp", star_cluster(8, 10e9, 1e-6), 1, model, profile, implementation="colossalai"
+    )
+    assert not [op for op in single.classes[0].ops if op.category == "framework"]
+
+
 def test_horovod_cycle_and_negotiation_gate_each_buffer(star_cluster, model, profile):
     cluster = star_cluster(8, 10e9, 1e-6)
     it = build("fusion-dense", cluster, 8, model, profile, cycle_time_ms=5.0)

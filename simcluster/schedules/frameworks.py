@@ -24,6 +24,15 @@ buckets close once they hold at least ``message_size`` elements (default
 each bucket is flattened (one ``cat`` kernel) and, after its allreduce,
 unflattened by one ``copy_`` per tensor.
 
+ColossalAI's data-parallel gradient handler (legacy engine,
+``colossalai/engine/gradient_handler/utils.py``: ``bucket_allreduce``, called by
+``DataParallelGradientHandler.handle_gradient`` from ``engine.step()``): nothing
+runs during backward; after it, per gradient dtype, every gradient is flattened
+into one buffer (``_flatten_dense_tensors``: one ``cat`` kernel, read + write
+4 B per fp32 element), divided in place by the world size (8 B), allreduced in
+ONE collective, and copied back tensor by tensor (``copy_``, 8 B per element);
+the optimizer runs after. So the whole allreduce is exposed.
+
 Horovod (docs/tensor-fusion.rst; release notes of v0.21.0, PR #2468): a
 background thread runs a cycle every ``cycle_time_ms`` (1 ms since v0.21.0,
 5 ms before); a tensor that becomes ready waits for the next cycle, whose
@@ -42,7 +51,7 @@ from collections.abc import Sequence
 
 from simcluster.compute.profile import DeviceProfile
 from simcluster.program import CollectiveCall, RankClass, collective, compute
-from simcluster.schedules.training import Bucket, GradTensor, micro_steps
+from simcluster.schedules.training import Bucket, GradTensor, grad_tensors, micro_steps
 
 __all__ = [
     "APEX_MESSAGE_SIZE",
@@ -50,6 +59,7 @@ __all__ = [
     "HOROVOD_FUSION_MB",
     "apex_buckets",
     "cast_time",
+    "colossalai_backward",
     "ddp_backward",
     "horovod_cycle_wait",
     "per_tensor_copy_time",
@@ -167,3 +177,28 @@ def ddp_backward(
         else:
             deps = (*deps, op_id)
     return deps
+
+
+def colossalai_backward(
+    prog: RankClass,
+    ctx,
+    groups: tuple[tuple[int, ...], ...],
+    algorithm: str,
+    category: str = "allreduce",
+    prefix: str = "allreduce",
+) -> tuple[str, ...]:
+    """Append the micro-steps and ColossalAI's after-backward gradient sync on ``groups``
+    (module docstring): flatten, divide, one allreduce of every fp32 gradient, copy back.
+    Returns what the optimizer waits for. No sync when every group is a single rank."""
+    p = ctx.profile
+    micro_steps(prog, ctx.model, p, ctx.batch, ctx.precision, ctx.accumulation)
+    if not any(len(g) > 1 for g in groups):
+        return (prog.ops[-1].id,)
+    numel = ctx.model.params
+    t = fused_copy_time(p, 4.0 * numel) + p.elementwise_time(8.0 * numel)
+    prep = prog.add(compute(f"{prefix}.flatten", t, "framework", (prog.ops[-1].id,)))
+    call = CollectiveCall("allreduce", groups, float(4 * numel), algorithm)
+    red = prog.add(collective(f"{prefix}.all", call, category, (prep.id,)))
+    t = per_tensor_copy_time(p, grad_tensors(ctx.model), 8)
+    out = prog.add(compute(f"{prefix}.unflatten", t, "framework", (red.id,)))
+    return (out.id,)
