@@ -110,6 +110,22 @@ def test_colossalai_reduces_everything_once_after_backward(star_cluster, model, 
     assert not [op for op in single.classes[0].ops if op.category == "framework"]
 
 
+def test_topk_list_allgather_copies_each_rank_out_on_the_comm_stream(star_cluster, model, profile):
+    from simcluster.schedules.training import selected
+
+    it = build("topk", star_cluster(8, 10e9, 1e-6), 8, model, profile)
+    copies = ops(it, "gather_copy.")
+    layers = [i for i, layer in enumerate(model.layers) if layer.params > 0]
+    assert len(copies) == len(layers)
+    assert all(op.stream == "comm" for op in copies)
+    want = sum(
+        2 * 8 * profile.elementwise_time(8 * selected(model.layers[i].params, 0.01)) for i in layers
+    )
+    assert sum(op.duration for op in copies) == pytest.approx(want)
+    flat = build("topk", star_cluster(8, 10e9, 1e-6), 8, model, profile, gather_output="tensor")
+    assert not ops(flat, "gather_copy.")
+
+
 def test_horovod_cycle_and_negotiation_gate_each_buffer(star_cluster, model, profile):
     cluster = star_cluster(8, 10e9, 1e-6)
     it = build("fusion-dense", cluster, 8, model, profile, cycle_time_ms=5.0)
