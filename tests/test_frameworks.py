@@ -62,14 +62,14 @@ def test_every_bucket_is_reduced_even_when_a_layer_closes_two(star_cluster, mode
     buckets = make_buckets(model, 0.05 * MB, 0.05 * MB, 4)
     it = build("ddp", star_cluster(8, 10e9, 1e-6), 8, model, profile, bucket_cap_mb=0.05,
                first_bucket_mb=0.05)  # fmt: skip
-    reduced = [op for op in it.classes[0].ops if op.is_collective]
+    reduced = [op for op in it.classes[0].ops if op.is_collective and op.call.op == "allreduce"]
     assert len(reduced) == len(buckets)
     assert sum(op.call.nbytes for op in reduced) == 4 * model.params
 
 
 def test_fp16_hook_halves_the_wire_and_pays_two_casts(star_cluster, model, profile):
     it = build("ddp", star_cluster(8, 10e9, 1e-6), 8, model, profile, gradient_dtype="fp16")
-    reduced = [op for op in it.classes[0].ops if op.is_collective]
+    reduced = [op for op in it.classes[0].ops if op.is_collective and op.call.op == "allreduce"]
     assert sum(op.call.nbytes for op in reduced) == 2 * model.params
     prep = sum(op.duration for op in ops(it, "allreduce.prep"))
     buckets = make_buckets(model, 25 * MB, 1 * MB, 2)
@@ -124,6 +124,25 @@ def test_topk_list_allgather_copies_each_rank_out_on_the_comm_stream(star_cluste
     assert sum(op.duration for op in copies) == pytest.approx(want)
     flat = build("topk", star_cluster(8, 10e9, 1e-6), 8, model, profile, gather_output="tensor")
     assert not ops(flat, "gather_copy.")
+
+
+def test_ddp_broadcasts_batchnorm_buffers_before_the_forward(star_cluster, model, profile):
+    from simcluster.schedules.frameworks import bn_buffers
+
+    floats, count = bn_buffers(model)
+    bns = [layer for layer in model.layers if layer.shape.get("kind") == "batchnorm"]
+    assert count == len(bns) and sum(floats) == sum(layer.params for layer in bns)
+    it = build("ddp", star_cluster(8, 10e9, 1e-6), 8, model, profile)
+    prog = it.classes[0].ops
+    casts = [op for op in prog if op.is_collective and op.call.op == "broadcast"]
+    assert [op.call.nbytes for op in casts] == [4.0 * sum(floats), 8.0 * count]
+    first_forward = next(i for i, op in enumerate(prog) if op.category == "forward")
+    assert all(prog.index(op) < first_forward for op in ops(it, "buffers."))
+    copy = ops(it, "buffers.copy_fp32")[0]
+    assert copy.duration == pytest.approx(sum(profile.elementwise_time(8 * n) for n in floats))
+    off = build("ddp", star_cluster(8, 10e9, 1e-6), 8, model, profile, broadcast_buffers=False)
+    assert not ops(off, "buffers.")
+    assert not ops(build("ddp", star_cluster(8, 10e9, 1e-6), 1, model, profile), "buffers.")
 
 
 def test_horovod_cycle_and_negotiation_gate_each_buffer(star_cluster, model, profile):

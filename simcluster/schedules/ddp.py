@@ -12,7 +12,9 @@ back into the gradients, then the optimizer steps. The copies and casts are the
 frameworks' own kernels, timed by the device profile
 (:mod:`simcluster.schedules.frameworks`).
 
-``implementation: colossalai`` is ColossalAI's data-parallel gradient handler
+With ``broadcast_buffers`` (torch's default) the BatchNorm buffers are
+broadcast from rank 0 before each forward (one flatten, broadcast and copy back
+per dtype). ``implementation: colossalai`` is ColossalAI's data-parallel gradient handler
 instead: no bucket overlaps backward; after it every gradient is flattened into
 one buffer, allreduced in one collective and copied back (the node-based
 paper's baseline, which it ran in ColossalAI).
@@ -36,6 +38,7 @@ from simcluster.schedules.base import (
 from simcluster.schedules.frameworks import (
     APEX_MESSAGE_SIZE,
     apex_buckets,
+    buffer_broadcast,
     colossalai_backward,
     ddp_backward,
 )
@@ -64,6 +67,12 @@ class DDPOptions(Options):
     gradient_as_bucket_view: bool = Field(
         False, description="torch DDP: gradients are views of the buckets (no copy-out)"
     )
+    broadcast_buffers: bool = Field(
+        True,
+        description="torch DDP: broadcast module buffers (BatchNorm statistics) from rank 0 "
+        "before every forward, as DistributedDataParallel does by default",
+    )
+    buffer_algorithm: algorithm_name("broadcast") = "auto"
     message_size: int = Field(
         APEX_MESSAGE_SIZE, gt=0, description="apex: elements per bucket (at least)"
     )
@@ -79,6 +88,8 @@ class DDP(Schedule):
         o: DDPOptions = self.options  # type: ignore[assignment]
         p = ctx.profile
         prog = RankClass("all", ctx.ranks)
+        if o.implementation == "torch" and o.broadcast_buffers:
+            buffer_broadcast(prog, ctx, (ctx.ranks,), o.buffer_algorithm)
         wire = 4 if o.gradient_dtype == "fp32" else 2
         if o.implementation == "colossalai":
             deps = colossalai_backward(prog, ctx, (ctx.ranks,), o.algorithm)

@@ -18,6 +18,15 @@ PyTorch DDP (``torch/csrc/distributed/c10d/reducer.cpp``, read for PyTorch 1.8-2
   views back into ``param.grad`` (one ``copy_`` per tensor, 8 B per fp32
   element) unless ``gradient_as_bucket_view``; the optimizer runs after.
 
+* buffer broadcast (``broadcast_buffers=True``, the default): before every
+  training forward DDP broadcasts the module buffers (BatchNorm's running mean
+  and variance, fp32, and ``num_batches_tracked``, int64) from rank 0
+  (``_sync_buffers`` -> ``_broadcast_coalesced``); ``broadcast_coalesced``
+  (``torch/csrc/distributed/c10d/comm.cpp``) packs the tensors of one dtype
+  into a flat bucket (one ``cat``), broadcasts it, waits for it on the compute
+  stream and copies it back with one ``copy_`` per tensor, so the forward
+  starts after all that.
+
 apex DDP (``apex/parallel/distributed.py``, ``DistributedDataParallel``):
 buckets close once they hold at least ``message_size`` elements (default
 10,000,000), in the order gradients become ready, with no small first bucket;
@@ -58,6 +67,8 @@ __all__ = [
     "HOROVOD_CYCLE_MS",
     "HOROVOD_FUSION_MB",
     "apex_buckets",
+    "bn_buffers",
+    "buffer_broadcast",
     "cast_time",
     "colossalai_backward",
     "ddp_backward",
@@ -202,3 +213,41 @@ def colossalai_backward(
     t = per_tensor_copy_time(p, grad_tensors(ctx.model), 8)
     out = prog.add(compute(f"{prefix}.unflatten", t, "framework", (red.id,)))
     return (out.id,)
+
+
+def bn_buffers(model) -> tuple[list[int], int]:
+    """A model's BatchNorm buffers: the fp32 tensors' element counts (running mean and
+    running variance, ``c`` each per layer) and the number of int64
+    ``num_batches_tracked`` scalars (one per layer)."""
+    floats: list[int] = []
+    count = 0
+    for layer in model.layers:
+        if (layer.shape or {}).get("kind") == "batchnorm":
+            c = int(layer.shape["c"])
+            floats += [c, c]
+            count += 1
+    return floats, count
+
+
+def buffer_broadcast(
+    prog: RankClass, ctx, groups: tuple[tuple[int, ...], ...], algorithm: str
+) -> None:
+    """Append DDP's pre-forward buffer broadcast from each group's rank 0 (module
+    docstring): per dtype one flatten, one broadcast, one copy back per tensor, all
+    before the forward on the compute stream. Nothing without BatchNorm buffers or
+    when every group is a single rank."""
+    if not any(len(g) > 1 for g in groups):
+        return
+    floats, count = bn_buffers(ctx.model)
+    p = ctx.profile
+    for dtype, sizes, width in (("fp32", floats, 4), ("int64", [1] * count, 8)):
+        if not sizes:
+            continue
+        nbytes = float(width * sum(sizes))
+        flat = prog.add(
+            compute(f"buffers.flatten_{dtype}", fused_copy_time(p, nbytes), "framework")
+        )
+        call = CollectiveCall("broadcast", groups, nbytes, algorithm)
+        cast = prog.add(collective(f"buffers.broadcast_{dtype}", call, "broadcast", (flat.id,)))
+        t = sum(p.elementwise_time(2 * width * n) for n in sizes)
+        prog.add(compute(f"buffers.copy_{dtype}", t, "framework", (cast.id,)))
