@@ -96,6 +96,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         f"topology {sc.topology}, {sc.study.kind} scaling\n"
     )
     print(scaling_table(result.records))
+    fitted = _fitted_lines(sc)
+    if fitted:
+        print("fitted constants (each leaves the validation summary):\n" + "\n".join(fitted) + "\n")
     tables = [t for cls in scenario_schedules(sc) for t in cls.tables(sc, result.records)]
     for title, headers, rows in tables:
         print(f"{title}\n{format_table(headers, rows)}\n")
@@ -109,6 +112,20 @@ def cmd_run(args: argparse.Namespace) -> int:
     )
     print(f"simulated {len(result.records)} configurations in {result.wall_s:.2f} s")
     return _memory_verdict(warnings, args.strict_memory)
+
+
+def _fitted_lines(sc) -> list[str]:
+    """Every fitted constant in the scenario's device and network profiles."""
+    from simcluster.compute import load_network_profile, load_profile
+    from simcluster.report.table import fitted_constants
+
+    profiles = []
+    for load, name in ((load_profile, sc.profile), (load_network_profile, sc.network_profile)):
+        try:
+            profiles.append(load(name))
+        except Exception:  # noqa: BLE001 - the run itself already loaded them; a listing only
+            continue
+    return fitted_constants(profiles)
 
 
 def _memory_verdict(warnings: list[str], strict: bool) -> int:

@@ -54,7 +54,7 @@ def test_single_gpu_iteration_is_pure_compute(star_cluster, model, profile):
 
 def test_allreduce_overlaps_backward(star_cluster, model, profile):
     cluster = star_cluster(8, 10e9, 1e-6)
-    it = build(cluster, 8, model, profile)
+    it = build(cluster, 8, model, profile, broadcast_buffers=False)  # gradient bytes only
     trace = Engine(CommContext(cluster)).run(it.classes)
     compute_s = trace.busy_time("all", "compute")
     comm_s = trace.busy_time("all", "comm")
@@ -91,8 +91,9 @@ def test_accumulation_syncs_once(star_cluster, model, profile):
 def test_fp16_wire_halves_the_bytes(star_cluster, model, profile):
     cluster = star_cluster(4, 10e9, 1e-6)
     engine = Engine(CommContext(cluster))
-    b32 = engine.run(build(cluster, 4, model, profile).classes).inter_node_bytes
-    b16 = engine.run(build(cluster, 4, model, profile, gradient_dtype="fp16").classes)
+    off = {"broadcast_buffers": False}  # gradient bytes only
+    b32 = engine.run(build(cluster, 4, model, profile, **off).classes).inter_node_bytes
+    b16 = engine.run(build(cluster, 4, model, profile, gradient_dtype="fp16", **off).classes)
     assert b16.inter_node_bytes == pytest.approx(b32 / 2, rel=1e-6)
 
 

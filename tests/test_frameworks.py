@@ -62,14 +62,14 @@ def test_every_bucket_is_reduced_even_when_a_layer_closes_two(star_cluster, mode
     buckets = make_buckets(model, 0.05 * MB, 0.05 * MB, 4)
     it = build("ddp", star_cluster(8, 10e9, 1e-6), 8, model, profile, bucket_cap_mb=0.05,
                first_bucket_mb=0.05)  # fmt: skip
-    reduced = [op for op in it.classes[0].ops if op.is_collective]
+    reduced = [op for op in it.classes[0].ops if op.is_collective and op.call.op == "allreduce"]
     assert len(reduced) == len(buckets)
     assert sum(op.call.nbytes for op in reduced) == 4 * model.params
 
 
 def test_fp16_hook_halves_the_wire_and_pays_two_casts(star_cluster, model, profile):
     it = build("ddp", star_cluster(8, 10e9, 1e-6), 8, model, profile, gradient_dtype="fp16")
-    reduced = [op for op in it.classes[0].ops if op.is_collective]
+    reduced = [op for op in it.classes[0].ops if op.is_collective and op.call.op == "allreduce"]
     assert sum(op.call.nbytes for op in reduced) == 2 * model.params
     prep = sum(op.duration for op in ops(it, "allreduce.prep"))
     buckets = make_buckets(model, 25 * MB, 1 * MB, 2)
@@ -89,6 +89,60 @@ def test_apex_ddp_flattens_per_bucket(star_cluster, model, profile):
     assert len([op for op in it.classes[0].ops if op.is_collective]) == len(buckets)
     assert not ops(it, "allreduce.copy_in")
     assert len(ops(it, "allreduce.prep")) == len(buckets)
+
+
+def test_colossalai_reduces_everything_once_after_backward(star_cluster, model, profile):
+    it = build("ddp", star_cluster(8, 10e9, 1e-6), 8, model, profile, implementation="colossalai")
+    prog = it.classes[0].ops
+    reduced = [op for op in prog if op.is_collective]
+    assert len(reduced) == 1 and reduced[0].call.nbytes == 4 * model.params
+    # nothing of the sync starts before the last backward op: the flatten waits for it
+    flatten = ops(it, "allreduce.flatten")[0]
+    last_backward = [op for op in prog if op.category == "backward"][-1]
+    assert flatten.deps == (last_backward.id,)
+    assert prog.index(flatten) > prog.index(last_backward)
+    want_out = sum(profile.elementwise_time(8 * t.numel) for t in grad_tensors(model))
+    assert ops(it, "allreduce.unflatten")[0].duration == pytest.approx(want_out)
+    assert not ops(it, "allreduce.copy_in")
+    single = build(
+        "ddp", star_cluster(8, 10e9, 1e-6), 1, model, profile, implementation="colossalai"
+    )
+    assert not [op for op in single.classes[0].ops if op.category == "framework"]
+
+
+def test_topk_list_allgather_copies_each_rank_out_on_the_comm_stream(star_cluster, model, profile):
+    from simcluster.schedules.training import selected
+
+    it = build("topk", star_cluster(8, 10e9, 1e-6), 8, model, profile)
+    copies = ops(it, "gather_copy.")
+    layers = [i for i, layer in enumerate(model.layers) if layer.params > 0]
+    assert len(copies) == len(layers)
+    assert all(op.stream == "comm" for op in copies)
+    want = sum(
+        2 * 8 * profile.elementwise_time(8 * selected(model.layers[i].params, 0.01)) for i in layers
+    )
+    assert sum(op.duration for op in copies) == pytest.approx(want)
+    flat = build("topk", star_cluster(8, 10e9, 1e-6), 8, model, profile, gather_output="tensor")
+    assert not ops(flat, "gather_copy.")
+
+
+def test_ddp_broadcasts_batchnorm_buffers_before_the_forward(star_cluster, model, profile):
+    from simcluster.schedules.frameworks import bn_buffers
+
+    floats, count = bn_buffers(model)
+    bns = [layer for layer in model.layers if layer.shape.get("kind") == "batchnorm"]
+    assert count == len(bns) and sum(floats) == sum(layer.params for layer in bns)
+    it = build("ddp", star_cluster(8, 10e9, 1e-6), 8, model, profile)
+    prog = it.classes[0].ops
+    casts = [op for op in prog if op.is_collective and op.call.op == "broadcast"]
+    assert [op.call.nbytes for op in casts] == [4.0 * sum(floats), 8.0 * count]
+    first_forward = next(i for i, op in enumerate(prog) if op.category == "forward")
+    assert all(prog.index(op) < first_forward for op in ops(it, "buffers."))
+    copy = ops(it, "buffers.copy_fp32")[0]
+    assert copy.duration == pytest.approx(sum(profile.elementwise_time(8 * n) for n in floats))
+    off = build("ddp", star_cluster(8, 10e9, 1e-6), 8, model, profile, broadcast_buffers=False)
+    assert not ops(off, "buffers.")
+    assert not ops(build("ddp", star_cluster(8, 10e9, 1e-6), 1, model, profile), "buffers.")
 
 
 def test_horovod_cycle_and_negotiation_gate_each_buffer(star_cluster, model, profile):

@@ -12,6 +12,7 @@ __all__ = [
     "human_seconds",
     "human_bytes",
     "memory_warnings",
+    "fitted_constants",
 ]
 
 
@@ -180,3 +181,21 @@ def segment_table(records: Sequence[dict[str, Any]]) -> str:
         ["schedule", "program", "runs", "time", "inter-node", "breakdown"], rows, left=(0, 1, 5)
     )
     return head + "\n" + table + "\n"
+
+
+def fitted_constants(profiles: Sequence[Any]) -> list[str]:
+    """One line per fitted constant of the given profiles (objects with ``name`` and
+    ``provenance``; the fit tool records ``provenance.fit``): parameter, value, the
+    case it was fitted to and that case's source. Empty when none is fitted."""
+    out = []
+    for prof in profiles:
+        fit = (getattr(prof, "provenance", None) or {}).get("fit")
+        if not fit:
+            continue
+        unit = fit.get("reference_unit", "")
+        out.append(
+            f"  {prof.name}: {fit['parameter']} = {fit['value']:g}, fitted to "
+            f"{fit['case']} (reference {fit['reference']:g} {unit}".rstrip()
+            + f"; {fit.get('case_source', '')})"
+        )
+    return out

@@ -11,6 +11,13 @@ compute stream waits for each allreduce in bucket order and copies the results
 back into the gradients, then the optimizer steps. The copies and casts are the
 frameworks' own kernels, timed by the device profile
 (:mod:`simcluster.schedules.frameworks`).
+
+With ``broadcast_buffers`` (torch's default) the BatchNorm buffers are
+broadcast from rank 0 before each forward (one flatten, broadcast and copy back
+per dtype). ``implementation: colossalai`` is ColossalAI's data-parallel gradient handler
+instead: no bucket overlaps backward; after it every gradient is flattened into
+one buffer, allreduced in one collective and copied back (the node-based
+paper's baseline, which it ran in ColossalAI).
 """
 
 from __future__ import annotations
@@ -28,7 +35,13 @@ from simcluster.schedules.base import (
     algorithm_name,
     register,
 )
-from simcluster.schedules.frameworks import APEX_MESSAGE_SIZE, apex_buckets, ddp_backward
+from simcluster.schedules.frameworks import (
+    APEX_MESSAGE_SIZE,
+    apex_buckets,
+    buffer_broadcast,
+    colossalai_backward,
+    ddp_backward,
+)
 from simcluster.schedules.training import (
     MB,
     grad_tensors,
@@ -46,12 +59,20 @@ class DDPOptions(Options):
     gradient_dtype: Literal["fp32", "fp16", "bf16"] = Field(
         "fp32", description="dtype on the wire (fp16/bf16 = a compression comm hook)"
     )
-    implementation: Literal["torch", "apex"] = Field(
-        "torch", description="torch.nn.parallel.DistributedDataParallel or apex's DDP"
+    implementation: Literal["torch", "apex", "colossalai"] = Field(
+        "torch",
+        description="torch.nn.parallel.DistributedDataParallel, apex's DDP, or ColossalAI's "
+        "data-parallel gradient handler (one flat allreduce after backward)",
     )
     gradient_as_bucket_view: bool = Field(
         False, description="torch DDP: gradients are views of the buckets (no copy-out)"
     )
+    broadcast_buffers: bool = Field(
+        True,
+        description="torch DDP: broadcast module buffers (BatchNorm statistics) from rank 0 "
+        "before every forward, as DistributedDataParallel does by default",
+    )
+    buffer_algorithm: algorithm_name("broadcast") = "auto"
     message_size: int = Field(
         APEX_MESSAGE_SIZE, gt=0, description="apex: elements per bucket (at least)"
     )
@@ -67,7 +88,13 @@ class DDP(Schedule):
         o: DDPOptions = self.options  # type: ignore[assignment]
         p = ctx.profile
         prog = RankClass("all", ctx.ranks)
+        if o.implementation == "torch" and o.broadcast_buffers:
+            buffer_broadcast(prog, ctx, (ctx.ranks,), o.buffer_algorithm)
         wire = 4 if o.gradient_dtype == "fp32" else 2
+        if o.implementation == "colossalai":
+            deps = colossalai_backward(prog, ctx, (ctx.ranks,), o.algorithm)
+            optimizer_step(prog, p, ctx.model.params, ctx.precision, deps, ctx.optimizer)
+            return Iteration([prog], samples=ctx.gpus * ctx.batch * ctx.accumulation)
         apex = o.implementation == "apex"
         if apex:
             buckets = apex_buckets(grad_tensors(ctx.model), o.message_size)

@@ -18,11 +18,29 @@ PyTorch DDP (``torch/csrc/distributed/c10d/reducer.cpp``, read for PyTorch 1.8-2
   views back into ``param.grad`` (one ``copy_`` per tensor, 8 B per fp32
   element) unless ``gradient_as_bucket_view``; the optimizer runs after.
 
+* buffer broadcast (``broadcast_buffers=True``, the default): before every
+  training forward DDP broadcasts the module buffers (BatchNorm's running mean
+  and variance, fp32, and ``num_batches_tracked``, int64) from rank 0
+  (``_sync_buffers`` -> ``_broadcast_coalesced``); ``broadcast_coalesced``
+  (``torch/csrc/distributed/c10d/comm.cpp``) packs the tensors of one dtype
+  into a flat bucket (one ``cat``), broadcasts it, waits for it on the compute
+  stream and copies it back with one ``copy_`` per tensor, so the forward
+  starts after all that.
+
 apex DDP (``apex/parallel/distributed.py``, ``DistributedDataParallel``):
 buckets close once they hold at least ``message_size`` elements (default
 10,000,000), in the order gradients become ready, with no small first bucket;
 each bucket is flattened (one ``cat`` kernel) and, after its allreduce,
 unflattened by one ``copy_`` per tensor.
+
+ColossalAI's data-parallel gradient handler (legacy engine,
+``colossalai/engine/gradient_handler/utils.py``: ``bucket_allreduce``, called by
+``DataParallelGradientHandler.handle_gradient`` from ``engine.step()``): nothing
+runs during backward; after it, per gradient dtype, every gradient is flattened
+into one buffer (``_flatten_dense_tensors``: one ``cat`` kernel, read + write
+4 B per fp32 element), divided in place by the world size (8 B), allreduced in
+ONE collective, and copied back tensor by tensor (``copy_``, 8 B per element);
+the optimizer runs after. So the whole allreduce is exposed.
 
 Horovod (docs/tensor-fusion.rst; release notes of v0.21.0, PR #2468): a
 background thread runs a cycle every ``cycle_time_ms`` (1 ms since v0.21.0,
@@ -42,14 +60,17 @@ from collections.abc import Sequence
 
 from simcluster.compute.profile import DeviceProfile
 from simcluster.program import CollectiveCall, RankClass, collective, compute
-from simcluster.schedules.training import Bucket, GradTensor, micro_steps
+from simcluster.schedules.training import Bucket, GradTensor, grad_tensors, micro_steps
 
 __all__ = [
     "APEX_MESSAGE_SIZE",
     "HOROVOD_CYCLE_MS",
     "HOROVOD_FUSION_MB",
     "apex_buckets",
+    "bn_buffers",
+    "buffer_broadcast",
     "cast_time",
+    "colossalai_backward",
     "ddp_backward",
     "horovod_cycle_wait",
     "per_tensor_copy_time",
@@ -167,3 +188,66 @@ def ddp_backward(
         else:
             deps = (*deps, op_id)
     return deps
+
+
+def colossalai_backward(
+    prog: RankClass,
+    ctx,
+    groups: tuple[tuple[int, ...], ...],
+    algorithm: str,
+    category: str = "allreduce",
+    prefix: str = "allreduce",
+) -> tuple[str, ...]:
+    """Append the micro-steps and ColossalAI's after-backward gradient sync on ``groups``
+    (module docstring): flatten, divide, one allreduce of every fp32 gradient, copy back.
+    Returns what the optimizer waits for. No sync when every group is a single rank."""
+    p = ctx.profile
+    micro_steps(prog, ctx.model, p, ctx.batch, ctx.precision, ctx.accumulation)
+    if not any(len(g) > 1 for g in groups):
+        return (prog.ops[-1].id,)
+    numel = ctx.model.params
+    t = fused_copy_time(p, 4.0 * numel) + p.elementwise_time(8.0 * numel)
+    prep = prog.add(compute(f"{prefix}.flatten", t, "framework", (prog.ops[-1].id,)))
+    call = CollectiveCall("allreduce", groups, float(4 * numel), algorithm)
+    red = prog.add(collective(f"{prefix}.all", call, category, (prep.id,)))
+    t = per_tensor_copy_time(p, grad_tensors(ctx.model), 8)
+    out = prog.add(compute(f"{prefix}.unflatten", t, "framework", (red.id,)))
+    return (out.id,)
+
+
+def bn_buffers(model) -> tuple[list[int], int]:
+    """A model's BatchNorm buffers: the fp32 tensors' element counts (running mean and
+    running variance, ``c`` each per layer) and the number of int64
+    ``num_batches_tracked`` scalars (one per layer)."""
+    floats: list[int] = []
+    count = 0
+    for layer in model.layers:
+        if (layer.shape or {}).get("kind") == "batchnorm":
+            c = int(layer.shape["c"])
+            floats += [c, c]
+            count += 1
+    return floats, count
+
+
+def buffer_broadcast(
+    prog: RankClass, ctx, groups: tuple[tuple[int, ...], ...], algorithm: str
+) -> None:
+    """Append DDP's pre-forward buffer broadcast from each group's rank 0 (module
+    docstring): per dtype one flatten, one broadcast, one copy back per tensor, all
+    before the forward on the compute stream. Nothing without BatchNorm buffers or
+    when every group is a single rank."""
+    if not any(len(g) > 1 for g in groups):
+        return
+    floats, count = bn_buffers(ctx.model)
+    p = ctx.profile
+    for dtype, sizes, width in (("fp32", floats, 4), ("int64", [1] * count, 8)):
+        if not sizes:
+            continue
+        nbytes = float(width * sum(sizes))
+        flat = prog.add(
+            compute(f"buffers.flatten_{dtype}", fused_copy_time(p, nbytes), "framework")
+        )
+        call = CollectiveCall("broadcast", groups, nbytes, algorithm)
+        cast = prog.add(collective(f"buffers.broadcast_{dtype}", call, "broadcast", (flat.id,)))
+        t = sum(p.elementwise_time(2 * width * n) for n in sizes)
+        prog.add(compute(f"buffers.copy_{dtype}", t, "framework", (cast.id,)))

@@ -10,6 +10,8 @@ per epoch (K/K' when K' divides K), as in the paper.
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import Field
 
 from simcluster.errors import ConfigError
@@ -24,7 +26,7 @@ from simcluster.schedules.base import (
     algorithm_name,
     register,
 )
-from simcluster.schedules.frameworks import ddp_backward
+from simcluster.schedules.frameworks import colossalai_backward, ddp_backward
 from simcluster.schedules.training import MB, make_buckets, optimizer_step
 
 __all__ = ["NodeBased", "NodeBasedOptions", "averagings_per_epoch"]
@@ -42,6 +44,11 @@ class NodeBasedOptions(Options):
         None, ge=1, description="replicas in an intra-node group (default: GPUs per node)"
     )
     bucket_cap_mb: float = Field(25.0, gt=0, le=4096)
+    implementation: Literal["torch", "colossalai"] = Field(
+        "torch",
+        description="intra-node gradient sync as torch DDP (buckets overlapping backward) or "
+        "ColossalAI's gradient handler (one flat allreduce after backward)",
+    )
     algorithm: algorithm_name("allreduce") = Field(
         "auto", description="allreduce algorithm for both groups"
     )
@@ -70,10 +77,15 @@ class NodeBased(Schedule):
     def step(self, ctx: BuildContext, average: bool) -> Iteration:
         o: NodeBasedOptions = self.options  # type: ignore[assignment]
         prog = RankClass("all", ctx.ranks)
-        buckets = make_buckets(ctx.model, o.bucket_cap_mb * MB, 1 * MB, 4)
-        deps = ddp_backward(
-            prog, ctx, buckets, self.groups(ctx), 4, o.algorithm, "intra_allreduce", "intra"
-        )
+        if o.implementation == "colossalai":
+            deps = colossalai_backward(
+                prog, ctx, self.groups(ctx), o.algorithm, "intra_allreduce", "intra"
+            )
+        else:
+            buckets = make_buckets(ctx.model, o.bucket_cap_mb * MB, 1 * MB, 4)
+            deps = ddp_backward(
+                prog, ctx, buckets, self.groups(ctx), 4, o.algorithm, "intra_allreduce", "intra"
+            )
         opt = optimizer_step(
             prog, ctx.profile, ctx.model.params, ctx.precision, deps, ctx.optimizer
         )

@@ -13,6 +13,16 @@ it does not say whether the allgathers wait for the end of backward. The
 schedule keeps its default, each layer's allgather launched as soon as that
 layer is sparsified (overlapping the rest of backward), and says so here rather
 than pick the reading that would match the paper's 3.71x.
+
+Gather API (``gather_output``): PyTorch's list form ``torch.distributed.all_gather
+(tensor_list, tensor)`` with NCCL gathers into one flat buffer and then, on the
+communication stream, copies each rank's chunk into its own output tensor: one
+``copy_`` kernel per rank (``ProcessGroupNCCL::allgather``, "Copy the flattened
+output tensors to the outputs"). Values and indices are two such calls, so a
+layer pays ``2 x world size`` copy kernels, each with the profile's launch cost;
+``tensor`` (``all_gather_into_tensor``) pays none. The default is ``list``, the
+documented form of ``all_gather`` in ``torch.distributed`` (which PRUNEX's
+baselines run on, section 4.1.1); the paper does not say which it used.
 """
 
 from __future__ import annotations
@@ -39,6 +49,11 @@ class TopKOptions(Options):
     density: float = Field(0.01, gt=0, le=1, description="fraction of entries kept per layer")
     method: Literal["exact", "dgc", "gaussian", "random", "threshold"] = "exact"
     algorithm: algorithm_name("allgather") = "auto"
+    gather_output: Literal["list", "tensor"] = Field(
+        "list",
+        description="torch.distributed.all_gather into a list (a copy kernel per rank, "
+        "values and indices) or all_gather_into_tensor (none)",
+    )
 
 
 @register
@@ -66,6 +81,10 @@ class TopK(Schedule):
                 gathered[i] = prog.add(
                     collective(f"allgather.{i}", call, "allgather", (sel.id,))
                 ).id
+                if o.gather_output == "list":  # per rank a copy_ of values and of indices
+                    t = 2 * ctx.gpus * p.elementwise_time(2 * 4 * k)
+                    op = compute(f"gather_copy.{i}", t, "allgather", (gathered[i],), stream="comm")
+                    gathered[i] = prog.add(op).id
 
         micro_steps(prog, ctx.model, p, ctx.batch, ctx.precision, ctx.accumulation, on_grad)
         last = prog.ops[-1].id
