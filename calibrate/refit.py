@@ -16,6 +16,20 @@ refit (command, date, features) and keeps the previous fits' errors for comparis
 
 ``--spec`` names the device's spec profile (its ``sm_count``; default the profile's
 ``device.spec_profile``). Refuses to overwrite ``--out`` without ``--force``.
+
+``--amp-from-bf16`` instead re-fits only the ``amp`` (fp16 autocast) fits, on the same
+features as the calibration, from samples whose time per pass is the smaller of the fp16
+and the bf16 measurement of the same layer and batch (:func:`amp_min_bf16`). Where a
+device's fp16 and bf16 tensor cores run at the same rate (A100, H100, H200; the spec
+sheet's ``fp16_tensor`` equals ``bf16_tensor``) and both move 2-byte activations, the
+two are measurements of the same work, and a fp16 sample several times slower than its
+bf16 twin is a disturbed measurement (noise only adds time; the H100's single fp16
+round had BERT-large linear passes at 3.6x their bf16 time). Where fp16 really is the
+faster one (cuDNN convolutions and batch-norm on the H100), the minimum keeps it.
+``amp_bf16`` fits are not touched. Refused for a device whose spec sheet gives the two
+different rates.
+
+    python -m calibrate.refit PROFILE --amp-from-bf16 --out OUT.json
 """
 
 from __future__ import annotations
@@ -36,7 +50,15 @@ from simcluster.errors import ConfigError, UserError
 from .fit import fit_cost_model
 from .runner import _scaled_fit
 
-__all__ = ["WAVE_FEATURES", "features_for", "refit_compute", "refit_profile", "main"]
+__all__ = [
+    "WAVE_FEATURES",
+    "features_for",
+    "refit_compute",
+    "refit_profile",
+    "amp_min_bf16",
+    "refit_amp_from_bf16",
+    "main",
+]
 
 PASSES = ("fwd", "bwd_input", "bwd_weight")
 #: features of the GEMM op classes after the refit
@@ -70,14 +92,23 @@ def _rows(data: dict[str, Any]) -> dict[tuple[str, str], list[dict[str, Any]]]:
     return rows
 
 
-def _fit(recs: list[dict], key: str, precision: str, pass_: str, cache: float, sms: int):
+def _fit(
+    recs: list[dict],
+    key: str,
+    precision: str,
+    pass_: str,
+    cache: float,
+    sms: int,
+    features: tuple[str, ...] | None = None,
+):
     use = [r for r in recs if r[pass_] is not None and (pass_ != "bwd_weight" or r[pass_])]
     if not use:
         return {"features": ["const"], "coef": [0.0], "n": 0}
     feats = [layer_features(r["layer"], r["batch"], precision, pass_, cache, sms) for r in use]
     scale = [r["fwd"] if pass_ == "fwd" else r["bwd_all"] for r in use]
     floors = [max(0.05 * x, 1e-7) for x in scale]
-    return fit_cost_model(feats, [r[pass_] for r in use], features_for(key), floor=floors)
+    use_feats = features or features_for(key)
+    return fit_cost_model(feats, [r[pass_] for r in use], use_feats, floor=floors)
 
 
 def _scaled(base: dict, recs: list[dict], precision: str, pass_: str, cache: float, sms: int):
@@ -139,12 +170,107 @@ def refit_profile(
     return out
 
 
+def amp_min_bf16(samples: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], dict[str, int]]:
+    """The ``amp`` compute samples with each pass time replaced by ``min(fp16, bf16)``
+    of the same workload, layer and batch (see the module doc); the other samples
+    unchanged. Also returns counts: samples paired, pass times taken from bf16."""
+    bf16 = {
+        (s["workload"], s["layer"], s["batch"]): s for s in samples if s["precision"] == "amp_bf16"
+    }
+    out = []
+    paired = lowered = 0
+    for s in samples:
+        twin = bf16.get((s["workload"], s["layer"], s["batch"]))
+        if s["precision"] != "amp" or twin is None:
+            out.append(s)
+            continue
+        paired += 1
+        new = dict(s)
+        for p in PASSES:
+            a, b = s.get(f"{p}_s"), twin.get(f"{p}_s")
+            if a is not None and b is not None and b < a:
+                new[f"{p}_s"] = b
+                lowered += 1
+        out.append(new)
+    return out, {"samples_paired": paired, "pass_times_from_bf16": lowered}
+
+
+def refit_amp_from_bf16(data: dict[str, Any], spec: dict[str, Any], command: str) -> dict[str, Any]:
+    """A copy of ``data`` whose ``amp`` fits are re-fitted on :func:`amp_min_bf16` samples
+    (calibration's features; variants with fewer than three samples scaled from their op
+    class, as the calibration does)."""
+    peaks = spec.get("device", {}).get("peak_flops", {})
+    if not peaks.get("fp16_tensor") or peaks.get("fp16_tensor") != peaks.get("bf16_tensor"):
+        raise ConfigError(
+            None, "device.peak_flops", peaks,
+            "--amp-from-bf16 needs equal fp16_tensor and bf16_tensor peaks on the spec sheet",
+        )  # fmt: skip
+    comp = data.get("device", {}).get("compute", {})
+    if "amp" not in comp or "amp_bf16" not in comp:
+        raise ConfigError(None, "device.compute", sorted(comp), "needs amp and amp_bf16 fits")
+    samples, counts = amp_min_bf16(data["samples"]["compute"])
+    cache = float(data["device"].get("roofline", {}).get("cache_bytes", 0.0))
+    rows = _rows({"samples": {"compute": samples}})
+    old_rows = _rows(data)
+    amp: dict[str, dict[str, Any]] = {}
+    few = []
+    kept = []
+    for (precision, key), recs in sorted(rows.items()):
+        if precision != "amp":
+            continue
+        if all(
+            a[p] == b[p]
+            for a, b in zip(recs, old_rows[(precision, key)], strict=True)
+            for p in PASSES
+        ):
+            amp[key] = copy.deepcopy(comp["amp"][key])  # no sample lowered: fit unchanged
+            kept.append(key)
+            continue
+        if ":" in key and len(recs) < MIN_VARIANT_SAMPLES:
+            few.append((key, recs))
+            continue
+        amp[key] = {
+            p: _fit(recs, key, "amp", p, cache, 0, COMPUTE_FEATURES)
+            for p in PASSES
+            if not (key.startswith("embedding") and p == "bwd_input")
+        }
+    for key, recs in few:
+        op = key.split(":", 1)[0]
+        amp[key] = {p: _scaled(base, recs, "amp", p, cache, 0) for p, base in amp[op].items()}
+    for key in comp["amp"]:
+        amp.setdefault(key, copy.deepcopy(comp["amp"][key]))
+    out = copy.deepcopy(data)
+    before = {
+        f"amp/{k}/{p}": f.get("rel_err_median")
+        for k, v in comp["amp"].items()
+        for p, f in v.items()
+    }
+    out["device"]["compute"]["amp"] = amp
+    out["provenance"]["refit_amp_from_bf16"] = {
+        "what": "amp (fp16) fits re-fitted on the calibration's features from samples whose "
+        "pass time is min(fp16, bf16) of the same layer and batch (calibrate/refit.py "
+        "--amp-from-bf16): equal fp16 and bf16 tensor-core rates and 2-byte activations "
+        "make the two measurements of the same work; noise only adds time",
+        **counts,
+        "unchanged": kept,
+        "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "command": command,
+        "previous_rel_err_median": before,
+    }
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m calibrate.refit", description=__doc__)
     ap.add_argument("profile", help="measured profile (name or path) with samples")
     ap.add_argument("--spec", help="the device's spec profile (for sm_count)")
     ap.add_argument("--out", required=True)
     ap.add_argument("--force", action="store_true")
+    ap.add_argument(
+        "--amp-from-bf16",
+        action="store_true",
+        help="re-fit only the amp (fp16) fits from min(fp16, bf16) per sample (module doc)",
+    )
     args = ap.parse_args(argv)
     try:
         data = read_profile_data(args.profile)
@@ -158,6 +284,12 @@ def main(argv: list[str] | None = None) -> int:
         out = Path(args.out)
         if out.exists() and not args.force:
             raise UserError(f"{out} exists; pass --force to overwrite it")
+        if args.amp_from_bf16:
+            cmd = f"python -m calibrate.refit {args.profile} --amp-from-bf16 --out {args.out}"
+            new = refit_amp_from_bf16(data, spec, cmd)
+            out.write_text(json.dumps(new, indent=1) + "\n")
+            print(f"re-fitted the amp fits of {data['name']}; wrote {out}", file=sys.stderr)
+            return 0
         cmd = f"python -m calibrate.refit {args.profile} --spec {spec_name} --out {args.out}"
         new = refit_profile(data, sms, spec_name, cmd)
         out.write_text(json.dumps(new, indent=1) + "\n")

@@ -70,6 +70,8 @@ class SpecDevice(StrictModel):
     #: device memory (bytes) and streaming multiprocessors, from the spec sheet
     memory_bytes: Bytes | None = None
     sm_count: int | None = Field(None, ge=1, le=100_000)
+    #: FP32 CUDA-core lanes per SM (whitepaper): 64 on Volta and GA100, 128 on Hopper
+    fp32_lanes_per_sm: int | None = Field(None, ge=1, le=4096)
 
     @field_validator("peak_flops")
     @classmethod

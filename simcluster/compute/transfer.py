@@ -12,7 +12,17 @@ term, so per op class and pass, since every op class and pass has its own fit)::
 
 Kernels that run on the host CPU (``sparsify.host.*``) use the host's rates instead, and
 host <-> device copies the host link's. Assumption: an op class reaches the same fraction
-of the target's peak FLOP/s and memory bandwidth as it reached on the source.
+of the target's peak FLOP/s and memory bandwidth as it reached on the source, with two
+exceptions, where the peak is not the rate the kernels can reach:
+
+* memory-bound op classes (norm, element-wise, pool, embedding) do a few FLOPs per byte
+  moved; their ``flops`` term stands for elements streamed through memory, so it moves
+  with the memory bandwidth ratio like their byte terms (only the GEMM op classes of
+  :data:`MATMUL_OPS` scale their ``flops`` term by a peak);
+* cuDNN's strict-fp32 (CUDA-core) convolutions and LSTMs are issue-limited on a GPU
+  with more than 64 FP32 lanes per SM (:data:`CUDNN_FP32_LANES`,
+  :func:`cudnn_fp32_rate`; spec field ``fp32_lanes_per_sm``), so their ``flops`` term
+  moves with the ratio of FP32 peaks counting at most 64 lanes per SM.
 
 CPU source, GPU target: the constant of a CPU fit is per-call software cost (oneDNN
 set-up, thread wake-ups, 50-100 us for a convolution) that says nothing about a GPU's
@@ -82,6 +92,8 @@ __all__ = [
     "derive_profile_data",
     "derive_profile",
     "source_math",
+    "cudnn_fp32_rate",
+    "CUDNN_FP32_LANES",
     "BIG_JUMP",
 ]
 
@@ -99,6 +111,19 @@ LAUNCHES: dict[str, int | dict[str, int]] = {
     "compress": 2,
     "decompress": 2,
 }
+
+#: FP32 lanes per SM a cuDNN CUDA-core (strict fp32, no TF32) convolution or LSTM keeps
+#: busy. Each SM issues 4 warp instructions (128 threads) per clock. Volta and GA100
+#: have 64 FP32 lanes per SM, so an FFMA stream needs half the issue slots and the rest
+#: feed the loads and address arithmetic; Hopper doubled the lanes to 128 with the same
+#: issue width, so only a kernel that issues nothing but FFMA fills them. cuDNN's FP32
+#: convolution kernels do not (on the measured H100, ResNet-50 in strict fp32 ran 857
+#: img/s, 3.3 img/s per SM-GHz against a V100's 3.0 in NVIDIA's figures; cuBLAS SGEMM
+#: reached 75 % of the 128-lane peak), so their FLOP terms transfer between devices at
+#: the ratio of FP32 peaks with at most 64 lanes per SM counted. An assumption about
+#: the kernels, stated in the derived profile; cuBLAS (linear, attention) keeps the full
+#: peak ratio.
+CUDNN_FP32_LANES = 64
 
 BIG_JUMP = 20.0
 """A peak-FLOP or bandwidth ratio beyond this (either way) is flagged in the provenance."""
@@ -119,6 +144,8 @@ class DeviceSpec:
     memory_bytes: float | None = None
     #: streaming multiprocessors (spec sheet); 0 when unknown
     sm_count: int = 0
+    #: FP32 CUDA-core lanes per SM (spec sheet); 0 when unknown
+    fp32_lanes_per_sm: int = 0
     origin: str = "spec sheet"
     notes: list[str] = field(default_factory=list)
     #: ``gpu`` or ``cpu``: a CPU's per-call constants do not carry over to a GPU
@@ -161,6 +188,7 @@ def spec_from_profile_data(data: dict[str, Any], file: str = "<memory>") -> Devi
         else None,
         memory_bytes=float(dev["memory_bytes"]) if "memory_bytes" in dev else None,
         sm_count=int(dev.get("sm_count", 0)),
+        fp32_lanes_per_sm=int(dev.get("fp32_lanes_per_sm", 0)),
         origin=f"spec profile {file}",
         notes=[
             "memory_bandwidth = datasheet x memory_efficiency "
@@ -238,6 +266,15 @@ def _scale_fit(
     return out
 
 
+def cudnn_fp32_rate(spec: DeviceSpec) -> float:
+    """FP32 FLOP/s a cuDNN CUDA-core convolution can issue on ``spec`` (see
+    :data:`CUDNN_FP32_LANES`): the FP32 peak times ``min(1, 64 / lanes per SM)``; the
+    plain FP32 peak where the spec sheet gives no lane count."""
+    lanes = spec.fp32_lanes_per_sm
+    scale = min(1.0, CUDNN_FP32_LANES / lanes) if lanes > 0 else 1.0
+    return spec.peak_flops["fp32"] * scale
+
+
 def _launches(family: str, key: str | None = None) -> int:
     n = LAUNCHES.get(family, 1)
     return int(n.get(key or "", 1)) if isinstance(n, dict) else int(n)
@@ -312,12 +349,16 @@ def _derive_compute(
             op = name.split(":", 1)[0]
             s_key = source_math(measured, src_key, op, source)
             p_src = source.peak_flops.get(s_key, source.peak_flops["fp32"])
-            _, p_tgt = target.peak(key, op)
+            t_key, p_tgt = target.peak(key, op)
+            if op in CUDNN_OPS and s_key == "fp32" and t_key == "fp32":
+                p_src, p_tgt = cudnn_fp32_rate(source), cudnn_fp32_rate(target)
             r = {
                 "launch": target.launch_overhead_s / source.launch_overhead_s,
                 "compute": p_src / p_tgt,
                 "memory": source.memory_bandwidth / target.memory_bandwidth,
             }
+            if op not in MATMUL_OPS:
+                r["compute"] = r["memory"]  # memory-bound: FLOPs stand for elements
             out[key][name] = {p: _scale_fit(f, r, halve, launch) for p, f in passes.items()}
     ran = sorted(
         {
@@ -331,6 +372,18 @@ def _derive_compute(
         "flops terms scaled from the peak each op class ran at on the source to the peak "
         f"it runs at on the target under each key; source ran {'; '.join(ran)}"
     )
+    notes.append(
+        "memory-bound op classes (norm, elementwise, pool, embedding): flops terms scaled by "
+        "the memory bandwidth ratio (they stand for elements streamed, not math)"
+    )
+    if cudnn_fp32_rate(source) != source.peak_flops["fp32"] or (
+        cudnn_fp32_rate(target) != target.peak_flops["fp32"]
+    ):
+        notes.append(
+            "cuDNN strict-fp32 conv / lstm flops terms scaled by the ratio of FP32 peaks "
+            f"counting at most {CUDNN_FP32_LANES} lanes per SM (issue-limited kernels): "
+            f"{cudnn_fp32_rate(source):.4g} -> {cudnn_fp32_rate(target):.4g} FLOP/s"
+        )
     if _allow_tf32(measured, "fp32", source)["cudnn"]:
         notes.append(
             "the source's fp32 fits were measured with PyTorch defaults: cuDNN convolutions "
@@ -439,7 +492,9 @@ def derive_profile_data(
         },
         "transfer_model": "roofline ratio per term (simcluster/compute/transfer.py): const x "
         "launch ratio (CPU -> GPU: target launch overhead x kernels launched), flops x peak "
-        "FLOP/s ratio, bytes/elements x memory bandwidth ratio; host kernels by host rates",
+        "FLOP/s ratio (GEMM op classes; memory-bound op classes: memory bandwidth ratio; "
+        f"cuDNN fp32 conv / lstm: FP32 peaks counting at most {CUDNN_FP32_LANES} lanes per "
+        "SM), bytes/elements x memory bandwidth ratio; host kernels by host rates",
         "assumption": "each op class reaches the same fraction of peak FLOP/s and memory "
         "bandwidth on the target as on the source",
         "source_rates": _spec_json(source),
