@@ -46,6 +46,40 @@ def test_dgx1_rings_use_direct_nvlinks_and_several_channels():
             assert len(c.route(a, ring[(i + 1) % 8])) == 1  # a direct NVLink, no relay
 
 
+def _ring_throughput(template, rings) -> float:
+    """Bytes/s one rank sends when a byte is split evenly over ``rings``."""
+    index = {v: i for i, v in enumerate(template.ranks)}
+    cap = {}
+    for u, v, a in template.edges:
+        if a["kind"] == "nvlink":
+            cap[(index[u], index[v])] = cap[(index[v], index[u])] = a["bandwidth"]
+    load: dict = {}
+    for r in rings:
+        for i, a in enumerate(r):
+            e = (a, r[(i + 1) % len(r)])
+            load[e] = load.get(e, 0) + 1
+    return len(rings) / max(n / cap[e] for e, n in load.items())
+
+
+@pytest.mark.parametrize("links", [1, 2])
+def test_fully_connected_4gpu_board_uses_all_six_nvlink_rings(links):
+    """K4: 6 directed Hamiltonian rings; only all of them load each of the 12
+    directed NVLinks equally (3 x pair bandwidth per GPU, not 2 x)."""
+    from simcluster.topology.nodes import nvlink_full_node
+
+    t = nvlink_full_node(4, links_per_pair=links)
+    rings = node_rings(t)
+    assert len({tuple(r) for r in rings}) == 6
+    assert _ring_throughput(t, rings) == pytest.approx(3 * links * 25e9)
+
+
+def test_dgx1_rings_use_every_nvlink_of_each_gpu():
+    from simcluster.topology.nodes import dgx1_cube_mesh_node
+
+    t = dgx1_cube_mesh_node()
+    assert _ring_throughput(t, node_rings(t)) == pytest.approx(6 * 25e9)
+
+
 @pytest.mark.parametrize("topology,nodes", [("dgx-a100", 2), ("dgx-a100", 4), ("dgx1-v100", 2)])
 def test_multi_node_rings_stay_on_one_rail_and_spread_nics(topology, nodes):
     ctx = _ctx(topology, nodes)
