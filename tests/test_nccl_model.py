@@ -155,6 +155,8 @@ def test_every_algorithm_lowers_under_every_protocol(protocol):
     for op, algs in ALGORITHMS.items():
         groups = (g,) if op != "p2p" else ((0, 15), (3, 9))
         for a in algs:
+            if a == "nvls":  # needs a multicast NVSwitch node: tests of its own below
+                continue
             name, phases = lower(ctx, CollectiveCall(op, groups, 1e6, a, protocol=protocol))
             assert name.startswith(a + "/")
             assert protocol == "auto" or name.endswith("/" + protocol)
@@ -182,3 +184,46 @@ def test_odd_node_count_rings_stay_on_rails_through_pxn():
     assert bus3 > 0.9 * bus2
     for links in [c.route(0, 8)]:  # plain routes are unchanged
         assert links == ctx.cluster.route(0, 8)
+
+
+def test_nvls_allreduce_closed_form_and_auto_choice_on_h100():
+    """NVLS: each GPU moves (P+1)/P bytes per byte each way at efficiency x link."""
+    ctx = _ctx("h100-nvswitch", 1)
+    nv = ctx.nvls
+    assert nv is not None and ctx.cluster.template.multicast
+    n = float(1 << 30)
+    group = (tuple(range(8)),)
+    name, phases = lower(ctx, CollectiveCall("allreduce", group, n, "nvls"))
+    assert name == "nvls/Simple"
+    link = 450e9 * 0.8  # 18 x 25 GB/s NVSwitch port x nccl-spec's nvswitch efficiency
+    want = nv.latency_s + n * 9 / 8 / nv.efficiency / link
+    assert estimate_phases(ctx, phases) == pytest.approx(want, rel=1e-6)
+    assert lower(ctx, CollectiveCall("allreduce", group, n))[0] == "nvls/Simple"
+    assert lower(ctx, CollectiveCall("allreduce", group, 8.0))[0].endswith("/LL")
+
+
+def test_nvls_only_where_the_switch_multicasts():
+    from simcluster.errors import UserError
+
+    a100 = _ctx("dgx-a100", 1)
+    group = (tuple(range(8)),)
+    assert not lower(a100, CollectiveCall("allreduce", group, float(1 << 30)))[0].startswith("nvls")
+    with pytest.raises(UserError, match="multicast"):
+        lower(a100, CollectiveCall("allreduce", group, 1e6, "nvls"))
+    h100 = _ctx("h100-nvswitch", 2)  # across nodes NCCL runs NVLS only with CollNet
+    whole = (tuple(range(16)),)
+    assert not lower(h100, CollectiveCall("allreduce", whole, float(1 << 30)))[0].startswith("nvls")
+    with pytest.raises(UserError, match="protocol"):
+        lower(
+            _ctx("h100-nvswitch", 1), CollectiveCall("allreduce", group, 1e6, "nvls", protocol="LL")
+        )
+
+
+def test_nvls_section_is_checked():
+    from simcluster.collectives.protocols import parse_nvls
+
+    assert parse_nvls({"LL": {}}) is None
+    with pytest.raises(ConfigError, match="efficiency"):
+        parse_nvls({"NVLS": {"efficiency": 2.0, "latency_s": 1e-5}}, "p.json")
+    with pytest.raises(ConfigError, match="latency_s"):
+        parse_nvls({"NVLS": {"efficiency": 0.8}}, "p.json")
