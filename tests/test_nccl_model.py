@@ -227,3 +227,17 @@ def test_nvls_section_is_checked():
         parse_nvls({"NVLS": {"efficiency": 2.0, "latency_s": 1e-5}}, "p.json")
     with pytest.raises(ConfigError, match="latency_s"):
         parse_nvls({"NVLS": {"efficiency": 0.8}}, "p.json")
+
+
+def test_puhti_node_allreduce_runs_at_three_pair_bandwidths():
+    """4 x V100, NV2 between every pair: the 6 rings (merged to one flow per
+    NVLink direction) give 3 x 50 GB/s x 0.8 = 120 GB/s busbw."""
+    ctx = _ctx("puhti", 1)
+    group = (tuple(range(4)),)
+
+    def t(n):
+        call = CollectiveCall("allreduce", group, n, "ring", protocol="Simple")
+        return estimate_phases(ctx, lower(ctx, call)[1])
+
+    n = float(1 << 30)
+    assert t(n) - t(1.0) == pytest.approx(2 * 3 / 4 * (n - 1) / 120e9, rel=1e-6)
