@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from simcluster.collectives.protocols import PROTOCOL_NAMES
 from simcluster.errors import ConfigError
 
 __all__ = ["NcclLog", "parse_log", "fit_profile", "run"]
@@ -320,7 +321,7 @@ def fit_profile(logs: list[NcclLog], topology: str, base: dict, name: str) -> di
 
             def apply(x, classes=classes, original=original, alone=alone, log=log):
                 for pname, pd in net["protocols"].items():
-                    if pname == "source":
+                    if pname not in PROTOCOL_NAMES:  # source, NVLS
                         continue
                     o = original[pname]
                     for fam in pd["hop_latency_s"]:
@@ -343,7 +344,7 @@ def fit_profile(logs: list[NcclLog], topology: str, base: dict, name: str) -> di
             best = _golden(err, 0.05, 20.0, 30)
             apply(best)
             for pname, pd in net["protocols"].items():
-                if pname == "source":
+                if pname not in PROTOCOL_NAMES:  # source, NVLS
                     continue
                 for key in ("hop_latency_s", "base_latency_s"):
                     for fam, v in pd[key].items():
@@ -357,7 +358,7 @@ def fit_profile(logs: list[NcclLog], topology: str, base: dict, name: str) -> di
         """Per protocol: one factor on its bandwidth fractions, one on its
         latencies, each fitted over the sizes >= 1 MiB of every log (log
         time), where bandwidth shows and the protocols take turns."""
-        for pname in [k for k in net["protocols"] if k != "source"]:
+        for pname in [k for k in net["protocols"] if k in PROTOCOL_NAMES]:
             pd = net["protocols"][pname]
             for what in ("bandwidth", "latency"):
                 original = json.loads(json.dumps(pd))
@@ -402,7 +403,7 @@ def fit_profile(logs: list[NcclLog], topology: str, base: dict, name: str) -> di
     fit_latency()
     fit_protocols()
     for pname, pd in net["protocols"].items():
-        if pname == "source":
+        if pname not in PROTOCOL_NAMES:  # source, NVLS
             continue
         for key in ("bandwidth_fraction", "base_latency_s", "hop_latency_s"):
             for fam, v in pd[key].items():

@@ -13,7 +13,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from simcluster.errors import UserError
+from simcluster.errors import ConfigError, UserError
 from simcluster.paths import TOPOLOGIES_ENV
 
 __all__ = ["main", "build_parser"]
@@ -268,7 +268,19 @@ def cmd_nccl_tests(args: argparse.Namespace) -> int:
     ctx = CommContext.from_profile(cluster, with_transport(netp, cluster))
     sizes = sizes_between(parse_size(args.minbytes, "-b"), parse_size(args.maxbytes, "-e"),
                           args.stepfactor)  # fmt: skip
-    rows = run_nccl_tests(ctx, args.op, sizes, args.network_model, args.algo, args.proto)
+    launch = 0.0
+    if args.ngpus < 1:
+        raise ConfigError(None, "-g", args.ngpus, "GPUs per thread must be at least 1")
+    if args.ngpus > 1:  # one thread drives -g GPUs: their launches bound small sizes
+        if not args.profile:
+            raise ConfigError(
+                None, "-g", args.ngpus, "needs --profile (a device profile: its launch overhead)"
+            )
+        from simcluster.compute import load_profile
+
+        launch = load_profile(args.profile).launch_overhead
+    rows = run_nccl_tests(ctx, args.op, sizes, args.network_model, args.algo, args.proto,
+                          gpus_per_thread=args.ngpus, launch_s=launch)  # fmt: skip
     if args.json:
         print(json.dumps({
             "topology": cluster.name, "nodes": cluster.num_nodes, "gpus": cluster.num_ranks,
@@ -433,6 +445,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     n.add_argument("--algo", default="auto", help="all_reduce algorithm (NCCL_ALGO), or auto")
     n.add_argument("--proto", default="auto", help="LL, LL128, Simple (NCCL_PROTO), or auto")
+    n.add_argument(
+        "-g",
+        "--ngpus",
+        type=int,
+        default=1,
+        help="GPUs per thread (nccl-tests -g): N launches per iteration bound small sizes",
+    )
+    n.add_argument("--profile", help="device profile whose launch overhead -g uses")
     n.add_argument("--json", action="store_true", help="print the rows as JSON")
     n.set_defaults(func=cmd_nccl_tests)
     from simcluster.sweep.cli import add_arguments as sweep_arguments

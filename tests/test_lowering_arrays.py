@@ -52,6 +52,7 @@ def test_array_lowering_is_identical(topology, gpus, profile):
         (tuple(range(3)),),
         (tuple(range(P - 1, -1, -1)),),
         ((0,), (1, 2)),
+        tuple(tuple(range(i, i + R)) for i in range(0, P, R)),  # whole nodes (merged rings)
     ]
     for groups in groupsets:
         for op, name in OPS:

@@ -46,6 +46,40 @@ def test_dgx1_rings_use_direct_nvlinks_and_several_channels():
             assert len(c.route(a, ring[(i + 1) % 8])) == 1  # a direct NVLink, no relay
 
 
+def _ring_throughput(template, rings) -> float:
+    """Bytes/s one rank sends when a byte is split evenly over ``rings``."""
+    index = {v: i for i, v in enumerate(template.ranks)}
+    cap = {}
+    for u, v, a in template.edges:
+        if a["kind"] == "nvlink":
+            cap[(index[u], index[v])] = cap[(index[v], index[u])] = a["bandwidth"]
+    load: dict = {}
+    for r in rings:
+        for i, a in enumerate(r):
+            e = (a, r[(i + 1) % len(r)])
+            load[e] = load.get(e, 0) + 1
+    return len(rings) / max(n / cap[e] for e, n in load.items())
+
+
+@pytest.mark.parametrize("links", [1, 2])
+def test_fully_connected_4gpu_board_uses_all_six_nvlink_rings(links):
+    """K4: 6 directed Hamiltonian rings; only all of them load each of the 12
+    directed NVLinks equally (3 x pair bandwidth per GPU, not 2 x)."""
+    from simcluster.topology.nodes import nvlink_full_node
+
+    t = nvlink_full_node(4, links_per_pair=links)
+    rings = node_rings(t)
+    assert len({tuple(r) for r in rings}) == 6
+    assert _ring_throughput(t, rings) == pytest.approx(3 * links * 25e9)
+
+
+def test_dgx1_rings_use_every_nvlink_of_each_gpu():
+    from simcluster.topology.nodes import dgx1_cube_mesh_node
+
+    t = dgx1_cube_mesh_node()
+    assert _ring_throughput(t, node_rings(t)) == pytest.approx(6 * 25e9)
+
+
 @pytest.mark.parametrize("topology,nodes", [("dgx-a100", 2), ("dgx-a100", 4), ("dgx1-v100", 2)])
 def test_multi_node_rings_stay_on_one_rail_and_spread_nics(topology, nodes):
     ctx = _ctx(topology, nodes)
@@ -121,6 +155,8 @@ def test_every_algorithm_lowers_under_every_protocol(protocol):
     for op, algs in ALGORITHMS.items():
         groups = (g,) if op != "p2p" else ((0, 15), (3, 9))
         for a in algs:
+            if a == "nvls":  # needs a multicast NVSwitch node: tests of its own below
+                continue
             name, phases = lower(ctx, CollectiveCall(op, groups, 1e6, a, protocol=protocol))
             assert name.startswith(a + "/")
             assert protocol == "auto" or name.endswith("/" + protocol)
@@ -148,3 +184,60 @@ def test_odd_node_count_rings_stay_on_rails_through_pxn():
     assert bus3 > 0.9 * bus2
     for links in [c.route(0, 8)]:  # plain routes are unchanged
         assert links == ctx.cluster.route(0, 8)
+
+
+def test_nvls_allreduce_closed_form_and_auto_choice_on_h100():
+    """NVLS: each GPU moves (P+1)/P bytes per byte each way at efficiency x link."""
+    ctx = _ctx("h100-nvswitch", 1)
+    nv = ctx.nvls
+    assert nv is not None and ctx.cluster.template.multicast
+    n = float(1 << 30)
+    group = (tuple(range(8)),)
+    name, phases = lower(ctx, CollectiveCall("allreduce", group, n, "nvls"))
+    assert name == "nvls/Simple"
+    link = 450e9 * 0.8  # 18 x 25 GB/s NVSwitch port x nccl-spec's nvswitch efficiency
+    want = nv.latency_s + n * 9 / 8 / nv.efficiency / link
+    assert estimate_phases(ctx, phases) == pytest.approx(want, rel=1e-6)
+    assert lower(ctx, CollectiveCall("allreduce", group, n))[0] == "nvls/Simple"
+    assert lower(ctx, CollectiveCall("allreduce", group, 8.0))[0].endswith("/LL")
+
+
+def test_nvls_only_where_the_switch_multicasts():
+    from simcluster.errors import UserError
+
+    a100 = _ctx("dgx-a100", 1)
+    group = (tuple(range(8)),)
+    assert not lower(a100, CollectiveCall("allreduce", group, float(1 << 30)))[0].startswith("nvls")
+    with pytest.raises(UserError, match="multicast"):
+        lower(a100, CollectiveCall("allreduce", group, 1e6, "nvls"))
+    h100 = _ctx("h100-nvswitch", 2)  # across nodes NCCL runs NVLS only with CollNet
+    whole = (tuple(range(16)),)
+    assert not lower(h100, CollectiveCall("allreduce", whole, float(1 << 30)))[0].startswith("nvls")
+    with pytest.raises(UserError, match="protocol"):
+        lower(
+            _ctx("h100-nvswitch", 1), CollectiveCall("allreduce", group, 1e6, "nvls", protocol="LL")
+        )
+
+
+def test_nvls_section_is_checked():
+    from simcluster.collectives.protocols import parse_nvls
+
+    assert parse_nvls({"LL": {}}) is None
+    with pytest.raises(ConfigError, match="efficiency"):
+        parse_nvls({"NVLS": {"efficiency": 2.0, "latency_s": 1e-5}}, "p.json")
+    with pytest.raises(ConfigError, match="latency_s"):
+        parse_nvls({"NVLS": {"efficiency": 0.8}}, "p.json")
+
+
+def test_puhti_node_allreduce_runs_at_three_pair_bandwidths():
+    """4 x V100, NV2 between every pair: the 6 rings (merged to one flow per
+    NVLink direction) give 3 x 50 GB/s x 0.8 = 120 GB/s busbw."""
+    ctx = _ctx("puhti", 1)
+    group = (tuple(range(4)),)
+
+    def t(n):
+        call = CollectiveCall("allreduce", group, n, "ring", protocol="Simple")
+        return estimate_phases(ctx, lower(ctx, call)[1])
+
+    n = float(1 << 30)
+    assert t(n) - t(1.0) == pytest.approx(2 * 3 / 4 * (n - 1) / 120e9, rel=1e-6)

@@ -71,6 +71,8 @@ def test_allreduce_large_message_limited_by_nvswitch_and_small_by_latency(capsys
         ["--topology", "dgx-a100", "-b", "lots"],
         ["--topology", "dgx-a100", "--proto", "LL256"],
         ["--topology", "dgx-a100", "--network-profile", "nope"],
+        ["--topology", "dgx-a100", "-g", "8"],  # -g needs a device profile's launch cost
+        ["--topology", "dgx-a100", "-g", "0", "--profile", "a100-80gb-sxm"],
     ],
 )
 def test_bad_input_exits_2(capsys, argv):
@@ -80,3 +82,17 @@ def test_bad_input_exits_2(capsys, argv):
         code = exc.code
     assert code == 2
     assert "Traceback" not in capsys.readouterr().err
+
+
+def test_gpus_per_thread_bound_small_sizes_by_launches(capsys):
+    """nccl-tests -g 8: one thread launches on 8 GPUs per iteration, so small rows
+    take 8 launches (the device profile's launch overhead); large rows do not move."""
+    from simcluster.compute import load_profile
+
+    args = ("--topology", "dgx1-v100", "--nodes", "1", "-b", "8", "-e", "1G", "-f", "1024")
+    one = _json(capsys, *args)["rows"]
+    eight = _json(capsys, *args, "-g", "8", "--profile", "v100-sxm2-32gb")["rows"]
+    launch = load_profile("v100-sxm2-32gb").launch_overhead
+    assert one[0]["time_us"] < 8 * launch * 1e6
+    assert eight[0]["time_us"] == pytest.approx(8 * launch * 1e6)
+    assert eight[-1]["time_us"] == pytest.approx(one[-1]["time_us"])

@@ -18,7 +18,7 @@ from functools import cached_property
 
 import numpy as np
 
-from simcluster.collectives.protocols import Protocol, family_of, parse_protocols
+from simcluster.collectives.protocols import Nvls, Protocol, family_of, parse_nvls, parse_protocols
 from simcluster.errors import UserError
 from simcluster.network.flow import FlowBatch, FlowSpec
 from simcluster.program import OPS, CollectiveCall  # the op vocabulary lives with the programs
@@ -45,8 +45,11 @@ class CommContext:
         per_message_overhead: float = 0.0,
         link_efficiency: dict[str, float] | None = None,
         protocols: dict[str, Protocol] | None = None,
+        nvls: Nvls | None = None,
     ) -> None:
         self.cluster = cluster
+        #: NCCL's NVLS allreduce numbers (network.protocols.NVLS), or None
+        self.nvls = nvls
         self.per_message_overhead = float(per_message_overhead)
         #: LL / LL128 / Simple from the network profile; empty: the path latency
         #: plus ``per_message_overhead`` model, one protocol
@@ -79,7 +82,8 @@ class CommContext:
     def from_profile(cls, cluster, netp) -> CommContext:
         """A context from a loaded network profile (protocols included)."""
         protocols = parse_protocols(netp.protocols, netp.file) if netp.protocols else None
-        return cls(cluster, netp.per_message_overhead_s, netp.link_efficiency, protocols)
+        nvls = parse_nvls(netp.protocols, netp.file) if netp.protocols else None
+        return cls(cluster, netp.per_message_overhead_s, netp.link_efficiency, protocols, nvls)
 
     @contextmanager
     def lowering(self, algorithm: str | None):

@@ -9,8 +9,11 @@ not such a ring (0 -> 5 has no NVLink) and one ring leaves most NVLinks idle.
 over direct NVLink links (both directions), then greedily the set of directed
 cycles that minimises the time to move one byte split evenly over them,
 ``max over links (channels on the link / channels) / link bandwidth``, adding
-the best next ring up to :data:`MAX_RINGS` and keeping the shortest prefix
-with the least time. Nodes without direct NVLinks
+the best next ring up to :data:`MAX_RINGS` (ties to the ring that spreads the
+load most evenly, the sum of squared link loads) and keeping the shortest
+prefix with the least time; the set of every directed NVLink ring, each once,
+competes with those prefixes (a fully connected 4-GPU board has 6 such rings,
+and only all 6 load every NVLink equally). Nodes without direct NVLinks
 (NVSwitch, PCIe) keep rank order: every order is as good there.
 
 Units: bandwidth bytes/s per direction.
@@ -84,23 +87,38 @@ def node_rings(template) -> list[list[int]]:
     def edges(order: list[int]) -> list[tuple[int, int]]:
         return [(order[i], order[(i + 1) % R]) for i in range(R)]
 
+    def score(counts: dict[tuple[int, int], int], k: int) -> tuple[float, float]:
+        # time to move one byte split over k rings, then the spread of the load
+        worst = max(n / cap[e] for e, n in counts.items())
+        spread = sum((n / cap[e]) ** 2 for e, n in counts.items())
+        return worst / k, spread / (k * k)
+
     load: dict[tuple[int, int], int] = {}
     chosen: list[list[int]] = []
     times: list[float] = []
     while len(chosen) < MAX_RINGS:
-        pick, pick_time = None, float("inf")
+        pick, pick_score = None, (float("inf"), float("inf"))
         k = len(chosen) + 1
         for order in directed:
             for e in edges(order):
                 load[e] = load.get(e, 0) + 1
-            worst = max(n / cap[e] for e, n in load.items())
+            s = score(load, k)
             for e in edges(order):
                 load[e] -= 1
-            if worst / k < pick_time * (1 - 1e-9):
-                pick, pick_time = order, worst / k
+            if s[0] < pick_score[0] * (1 - 1e-9) or (
+                s[0] <= pick_score[0] * (1 + 1e-9) and s[1] < pick_score[1] * (1 - 1e-9)
+            ):
+                pick, pick_score = order, s
         chosen.append(pick)
-        times.append(pick_time)
+        times.append(pick_score[0])
         for e in edges(pick):
             load[e] = load.get(e, 0) + 1
-    best = min(range(len(times)), key=lambda i: (times[i] * (1 + 1e-9), i))
-    return chosen[: best + 1]
+    candidates = [(times[i], i + 1, chosen[: i + 1]) for i in range(len(chosen))]
+    if len(directed) <= MAX_RINGS:  # every NVLink ring, each once
+        every: dict[tuple[int, int], int] = {}
+        for order in directed:
+            for e in edges(order):
+                every[e] = every.get(e, 0) + 1
+        candidates.append((score(every, len(directed))[0], len(directed), directed))
+    best = min(candidates, key=lambda c: (c[0] * (1 + 1e-9), c[1]))
+    return [list(r) for r in best[2]]

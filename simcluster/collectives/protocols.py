@@ -14,6 +14,13 @@ A protocol changes two things about a collective, as in NCCL's tuning model:
   ``net_overhead_s`` is the floor of an intra-node step's latency in a ring
   that also crosses nodes (NCCL's proxy overhead).
 
+An optional ``NVLS`` entry holds NCCL's NVLink SHARP allreduce (Simple
+protocol only, on NVSwitch nodes whose topology sets ``multicast``):
+``efficiency`` (NCCL's ``nvlsEfficiency``, the fraction of the link rate the
+in-switch reduction reaches) and ``latency_s`` (its fixed latency)::
+
+    "NVLS": {"efficiency": 0.85, "latency_s": 2.5e-5}
+
 Each value is given per algorithm family: ``tree`` (double binary tree) and
 ``ring`` (everything else: rings, chains, point-to-point). Times in seconds.
 
@@ -39,6 +46,8 @@ __all__ = [
     "Protocol",
     "family_of",
     "parse_protocols",
+    "Nvls",
+    "parse_nvls",
 ]
 
 #: Protocol names in NCCL's order (tie-break order of ``auto``).
@@ -101,7 +110,7 @@ def parse_protocols(data: Any, file: str | None = None) -> dict[str, Protocol]:
     Protocols absent from the section are not offered to ``auto``.
     """
     base = "network.protocols"
-    _keys(file, base, data, ("source", *PROTOCOL_NAMES), required=False)
+    _keys(file, base, data, ("source", *PROTOCOL_NAMES, "NVLS"), required=False)
     out: dict[str, Protocol] = {}
     for name in PROTOCOL_NAMES:
         if name not in data:
@@ -139,3 +148,23 @@ def parse_protocols(data: Any, file: str | None = None) -> dict[str, Protocol]:
     if not out:
         raise ConfigError(file, base, data, "names no protocol", ", ".join(PROTOCOL_NAMES))
     return out
+
+
+@dataclass(frozen=True)
+class Nvls:
+    """NCCL's NVLS (NVLink SHARP) allreduce numbers: fraction in (0, 1], seconds."""
+
+    efficiency: float
+    latency_s: float
+
+
+def parse_nvls(data: Any, file: str | None = None) -> Nvls | None:
+    """``network.protocols.NVLS`` checked, or None when the profile has none."""
+    if not isinstance(data, dict) or "NVLS" not in data:
+        return None
+    p = "network.protocols.NVLS"
+    d = _keys(file, p, data["NVLS"], ("efficiency", "latency_s"), required=True)
+    return Nvls(
+        _number(file, f"{p}.efficiency", d["efficiency"], 1e-3, 1.0),
+        _number(file, f"{p}.latency_s", d["latency_s"], 0.0, 1.0),
+    )

@@ -16,7 +16,16 @@ from collections.abc import Callable
 
 import numpy as np
 
-from simcluster.collectives import chain, halving_doubling, hierarchical, leader, p2p, ring, tree
+from simcluster.collectives import (
+    chain,
+    halving_doubling,
+    hierarchical,
+    leader,
+    nvls,
+    p2p,
+    ring,
+    tree,
+)
 from simcluster.collectives.base import CollectiveCall, CommContext, Phase
 from simcluster.collectives.protocols import family_of
 from simcluster.errors import UnknownNameError
@@ -46,6 +55,7 @@ ALGORITHMS: dict[str, Registry[Lowering]] = {
             "hierarchical": hierarchical.allreduce,
             "leader": leader.allreduce,
             "halving-doubling": halving_doubling.allreduce,
+            "nvls": nvls.allreduce,
         },
     ),
     "allgather": _algorithms("allgather", {"ring": ring.allgather}),
@@ -68,6 +78,11 @@ BATCH_LOWERINGS: dict[tuple[str, str], Callable[[CommContext, CollectiveCall], l
 
 #: What ``auto`` chooses among, in tie-break order (NCCL's ring and tree).
 AUTO_CANDIDATES: dict[str, tuple[str, ...]] = {"allreduce": ("ring", "tree")}
+#: Candidates ``auto`` adds where they can run (:func:`nvls.available`).
+AUTO_WHERE_AVAILABLE: dict[str, tuple[str, ...]] = {"allreduce": ("nvls",)}
+#: Algorithms that run under one protocol only, with their own bandwidth and
+#: latency numbers (the protocol's fraction and base latency do not apply).
+SINGLE_PROTOCOL: dict[str, str] = {"nvls": "Simple"}
 
 
 def algorithms_for(op: str) -> list[str]:
@@ -141,6 +156,8 @@ def _shape(
     for i, (pname, proto) in enumerate(ctx.protocols.items()):
         wire = 1.0 / proto.bandwidth_fraction[fam]
         base = proto.base_latency_s[fam]
+        if name in SINGLE_PROTOCOL:  # its own numbers (e.g. NVLS), already in the flows
+            wire, base = 1.0, 0.0
         out = []
         for k, (b, lat) in enumerate(pairs):
             lat = np.asarray(lat, dtype=np.float64)
@@ -158,10 +175,14 @@ def _lower_with(
     return [b.scaled(call.nbytes) for b in _shape(ctx, call, name, protocol)]
 
 
-def _protocols(ctx: CommContext, call: CollectiveCall) -> list[str | None]:
-    """Protocols to consider for ``call``: none without profile protocols."""
+def _protocols(ctx: CommContext, call: CollectiveCall, name: str = "") -> list[str | None]:
+    """Protocols to consider for ``call`` run as ``name``: none without profile
+    protocols; an algorithm of :data:`SINGLE_PROTOCOL` only its own."""
     if not ctx.protocols:
         return [None]
+    only = SINGLE_PROTOCOL.get(name)
+    if only is not None:
+        return [only] if call.protocol in ("auto", only) and only in ctx.protocols else []
     if call.protocol == "auto":
         return list(ctx.protocols)
     if call.protocol not in ctx.protocols:
@@ -188,12 +209,16 @@ def lower(ctx: CommContext, call: CollectiveCall) -> tuple[str, list[FlowBatch]]
         names = AUTO_CANDIDATES.get(call.op, (next(iter(table)),))
         if all(len(g) <= 2 for g in call.groups):
             names = names[:1]
-    protocols = _protocols(ctx, call)
+        elif call.op in AUTO_WHERE_AVAILABLE and nvls.available(ctx, call.groups):
+            names = names + AUTO_WHERE_AVAILABLE[call.op]
+    protocols = _protocols(ctx, call, names[0])
     if len(names) == 1 and len(protocols) == 1:
         return _label(names[0], protocols[0]), _lower_with(ctx, call, names[0], protocols[0])
+    if not protocols and len(names) == 1:
+        raise UnknownNameError("protocol", call.protocol, [SINGLE_PROTOCOL[names[0]]])
     best: tuple[float, str, list[FlowBatch]] | None = None
     for name in names:
-        for proto in protocols:
+        for proto in _protocols(ctx, call, name):
             phases = _lower_with(ctx, call, name, proto)
             t = estimate_phases(ctx, phases)
             if best is None or t < best[0] * (1 - 1e-9):

@@ -143,6 +143,45 @@ def _node_rings(ctx: CommContext) -> list[list[int]]:
     return hit
 
 
+def _node_arcs(ctx: CommContext):
+    """The node rings' directed hops merged: (src, dst, rings using it) as local
+    rank arrays, or None when no hop carries two rings (nothing to merge).
+
+    Several channels on one NVLink (a fully connected 4-GPU board's 6 rings
+    load each NVLink twice) become one flow carrying their bytes: alone, the
+    collective takes the same time with half the flows; against other traffic
+    on that NVLink the merged flow holds one max-min share, not two.
+    """
+    key = ("node_arcs",)
+    if key in ctx.shapes:
+        return ctx.shapes[key]
+    rings = _node_rings(ctx)
+    count: dict[tuple[int, int], int] = {}
+    for ring in rings:
+        for i, a in enumerate(ring):
+            e = (a, ring[(i + 1) % len(ring)])
+            count[e] = count.get(e, 0) + 1
+    hit = None
+    if len(rings) > 1 and max(count.values()) > 1:
+        arcs = list(count)  # first appearance, ring by ring
+        hit = (
+            np.array([a for a, _ in arcs], dtype=np.int64),
+            np.array([b for _, b in arcs], dtype=np.int64),
+            np.array([count[e] for e in arcs], dtype=np.float64),
+            len(rings),
+        )
+    ctx.shapes[key] = hit
+    return hit
+
+
+def _whole_node(ctx: CommContext, group: tuple[int, ...]) -> int | None:
+    """First rank of the node when ``group`` is exactly one whole node in order."""
+    R = ctx.cluster.ranks_per_node
+    if len(group) != R or group[0] % R or getattr(ctx.cluster, "template", None) is None:
+        return None
+    return group[0] if group == tuple(range(group[0], group[0] + R)) else None
+
+
 def ring_phase(ctx: CommContext, group: tuple[int, ...], step_bytes: float, steps: int) -> Phase:
     """Flows of ``steps`` ring steps of ``step_bytes`` per rank (split over channels)."""
     p = len(group)
@@ -151,6 +190,17 @@ def ring_phase(ctx: CommContext, group: tuple[int, ...], step_bytes: float, step
     orders = ring_orders(ctx, group)
     share = step_bytes / len(orders)
     flows = []
+    base = _whole_node(ctx, group)
+    arcs = _node_arcs(ctx) if base is not None else None
+    if arcs is not None:  # one node's rings, parallel channels on one NVLink merged
+        ls, ld, cnt, _ = arcs
+        lat = protocol_ring_latency(ctx, orders[0], steps) if ctx.active is not None else None
+        for a, b, k in zip(ls.tolist(), ld.tolist(), cnt.tolist(), strict=True):
+            if lat is not None:
+                flows.append(ctx.flow_with_latency(base + a, base + b, share * steps * k, lat))
+            else:
+                flows.append(ctx.flow(base + a, base + b, share * steps * k, steps))
+        return flows
     for order in orders:
         if ctx.active is not None:
             # NCCL as modelled by the protocols: rings cross nodes on one rail (PXN)
@@ -246,6 +296,19 @@ def ring_batch(ctx: CommContext, call: CollectiveCall, part: Callable) -> list[F
             continue
         orders = ring_orders(ctx, tuple(g))
         share = step_bytes / len(orders)
+        base = _whole_node(ctx, tuple(g))
+        arcs = _node_arcs(ctx) if base is not None else None
+        if arcs is not None:  # as ring_phase: parallel channels on one NVLink merged
+            ls, ld, cnt, _ = arcs
+            srcs.append(base + ls)
+            dsts.append(base + ld)
+            nbytes.append(share * steps * cnt)
+            steps_of.append(np.full(ls.size, float(steps)))
+            if ctx.active is not None:
+                first = np.asarray(orders[0], dtype=np.int64)
+                lat = _protocol_ring_latency_arrays(ctx, first, np.roll(first, -1), steps)
+                lats.append(np.broadcast_to(lat, (ls.size, lat.size)))
+            continue
         for order in orders:
             src = np.asarray(order, dtype=np.int64)
             dst = np.roll(src, -1)

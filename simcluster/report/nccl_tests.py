@@ -119,12 +119,22 @@ def run_nccl_tests(
     network_model: str = "maxmin",
     algorithm: str = "auto",
     protocol: str = "auto",
+    gpus_per_thread: int = 1,
+    launch_s: float = 0.0,
 ) -> list[dict[str, Any]]:
     """One row per size: the columns of nccl-tests plus the algorithm chosen.
 
     Time in us, bandwidths in GB/s (1e9 B/s); sizes rounded down as
     nccl-tests does to a whole number of floats per rank.
+
+    ``gpus_per_thread`` is nccl-tests' ``-g``: one host thread enqueues the
+    collective on each of its GPUs in turn, ``launch_s`` seconds each (the
+    device profile's kernel launch overhead). Iterations run back to back, so
+    host launches and GPU work overlap and a row takes the longer of the two:
+    ``max(collective, gpus_per_thread * launch_s)``; it shows only where the
+    collective is shorter (small sizes).
     """
+    host_s = max(int(gpus_per_thread), 1) * float(launch_s)
     t = NCCL_TEST_OPS[op]
     n = ctx.cluster.num_ranks
     ranks = tuple(range(n))
@@ -148,6 +158,7 @@ def run_nccl_tests(
         )  # fmt: skip
         name, phases = lower(ctx, call)
         seconds = run_phases(network_model, ctx.capacity, ctx.inter_node_link, phases)
+        seconds = max(seconds, host_s)
         algbw = nbytes_buf / seconds / 1e9 if seconds > 0 else 0.0
         rows.append(
             {

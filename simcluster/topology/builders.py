@@ -231,7 +231,7 @@ def _nvswitch(node: NodeSpec, gpus: int | None, err: Err, notes: list[str]) -> N
         )
     defaults_used(node, "node", ["nvswitch.latency"], notes)
     assert gpus is not None
-    return nvswitch_node(gpus, bw, sw.latency, links, node.host, node.nics)
+    return nvswitch_node(gpus, bw, sw.latency, links, node.host, node.nics, sw.multicast)
 
 
 def _pcie(node: NodeSpec, gpus: int | None, err: Err, notes: list[str]) -> NodeTemplate:

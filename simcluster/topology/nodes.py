@@ -83,6 +83,8 @@ class NodeTemplate:
     pair_path: list[list[tuple[int, ...]]] = field(default_factory=list)
     rank_to_nic: list[tuple[int, ...]] = field(default_factory=list)
     nic_to_rank: list[tuple[int, ...]] = field(default_factory=list)
+    #: the node's NVSwitch reduces and multicasts (NVLink SHARP; NCCL's NVLS)
+    multicast: bool = False
 
     # ----------------------------------------------------------------- building
     def add_vertex(self, vid: str, kind: str, local: int, role: str) -> str:
@@ -412,17 +414,19 @@ def nvswitch_node(
     links_per_gpu: int = 1,
     host: HostSpec | None = None,
     nics: NICSpec | None = None,
+    multicast: bool = False,
 ) -> NodeTemplate:
     """GPUs on an NVSwitch system (DGX-2, DGX A100, DGX H100).
 
     The NVSwitch chips are modelled as one non-blocking switch vertex
     ``nvswitch0``; each GPU has one link of ``bandwidth`` bytes/s per direction
     (e.g. 12 x 25 GB/s = 300 GB/s on A100) and ``latency`` seconds to it.
+    ``multicast``: the switch reduces and multicasts (NVLink SHARP).
     """
     _check_count("gpus", gpus)
     host = host or HostSpec()
     nics = nics or NICSpec()
-    t = NodeTemplate("nvswitch")
+    t = NodeTemplate("nvswitch", multicast=bool(multicast))
     g = _gpus(t, gpus)
     sw = t.add_vertex("nvswitch0", "switch", 0, "nvswitch")
     for v in g:

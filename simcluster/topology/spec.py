@@ -111,6 +111,9 @@ class NVSwitchSpec(_Model):
     link_bandwidth: Bandwidth | None = None
     latency: Latency = 5e-7
     """GPU <-> switch; a GPU-to-GPU transfer crosses two such links"""
+    multicast: bool = False
+    """the switch reduces and multicasts (NVLink SHARP, third-generation NVSwitch
+    of HGX H100 / H200 boards): NCCL's NVLS allreduce runs on it"""
 
 
 class HostSpec(_Model):

@@ -29,7 +29,8 @@ another), ``segments`` (a per-segment value aggregated over the run),
 ``segment_ratio`` (two aggregated segment values), ``collective`` (one
 collective alone on the scenario's cluster), ``nccl_tests`` (one row of the
 simulated nccl-tests table: ``nccl_op``, ``nbytes`` = size, ``gpus``,
-``value`` = ``busbw_GBps`` or ``time_us``).
+``value`` = ``busbw_GBps`` or ``time_us``, and ``gpus_per_thread`` = the
+run's ``-g``, whose launches use the scenario's device profile).
 
 The compared quantity is the metric's value, then ``transform`` (a ratio
 turned into the unit the paper reports: ``percent_gain`` = (r - 1) x 100 for a
@@ -93,6 +94,9 @@ class Metric(StrictModel):
     # nccl_tests: an nccl-tests binary's row (op, nbytes = its size column, gpus;
     # value: busbw_GBps or time_us)
     nccl_op: str | None = None
+    gpus_per_thread: int | None = Field(
+        None, ge=1, description="nccl-tests -g: GPUs one host thread drives (default 1)"
+    )
     # every kind
     transform: Literal["percent_gain", "percent_reduction"] | None = Field(
         None, description="ratio -> percent: (r - 1) x 100 or (1 - r) x 100"

@@ -197,5 +197,16 @@ def nccl_tests_value(m: Metric, sc) -> tuple[float, str]:
     cluster = load_topology(sc.topology, num_nodes=gpus // per_node)
     netp = load_network_profile(sc.network_profile)
     ctx = CommContext.from_profile(cluster, with_transport(netp, cluster))
-    row = run_nccl_tests(ctx, m.nccl_op, [int(m.nbytes)], sc.network_model, m.algorithm)[0]
-    return float(row[m.value]), f"{netp.describe()} [network only, {row['algorithm']}]"
+    g = int(m.gpus_per_thread or 1)
+    launch, note = 0.0, ""
+    if g > 1:  # nccl-tests -g: one thread launches on g GPUs in turn (device profile's launch)
+        from simcluster.compute import load_profile
+
+        prof = load_profile(sc.profile)
+        launch = prof.launch_overhead
+        note = f", -g {g} x {prof.name} launch"
+    row = run_nccl_tests(
+        ctx, m.nccl_op, [int(m.nbytes)], sc.network_model, m.algorithm,
+        gpus_per_thread=g, launch_s=launch,
+    )[0]  # fmt: skip
+    return float(row[m.value]), f"{netp.describe()} [network only, {row['algorithm']}{note}]"
