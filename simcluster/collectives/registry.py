@@ -7,7 +7,8 @@ phase, so that concurrent groups contend for links within each phase.
 The automatic choice, like NCCL's tuner, compares the candidates' predicted
 times for this size and group shape: each candidate's phases are timed in
 isolation with max-min rates fixed at their start (a static estimate); ties
-go to the first candidate (ring).
+go to the first candidate (ring). A candidate whose lower bound from the group
+shape (``bounds.py``) exceeds the best estimate is not lowered.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import numpy as np
 
 from simcluster.collectives import chain, halving_doubling, hierarchical, leader, p2p, ring, tree
 from simcluster.collectives.base import CollectiveCall, CommContext, Phase
+from simcluster.collectives.bounds import lower_bound
 from simcluster.collectives.protocols import family_of
 from simcluster.errors import UnknownNameError
 from simcluster.network.flow import FlowBatch
@@ -65,6 +67,9 @@ BATCH_LOWERINGS: dict[tuple[str, str], Callable[[CommContext, CollectiveCall], l
     ("reduce_scatter", "ring"): ring.reduce_scatter_batch,
     ("allreduce", "tree"): tree.allreduce_batch,
 }
+
+#: estimates within this relative margin of the least count as ties (earliest wins)
+_TIE = 1e-9
 
 #: What ``auto`` chooses among, in tie-break order (NCCL's ring and tree).
 AUTO_CANDIDATES: dict[str, tuple[str, ...]] = {"allreduce": ("ring", "tree")}
@@ -178,7 +183,10 @@ def lower(ctx: CommContext, call: CollectiveCall) -> tuple[str, list[FlowBatch]]
 
     The algorithm reads ``ring/LL128`` when the network profile has protocols.
     ``auto`` (algorithm, protocol or both) takes the candidate with the least
-    estimated time, as NCCL's tuner does; ties go to the earlier candidate.
+    estimated time, as NCCL's tuner does; estimates within ``_TIE`` (relative)
+    of the least go to the earliest candidate. Candidates are lowered in
+    order of their :func:`~simcluster.collectives.bounds.lower_bound`, and
+    one whose bound exceeds the best estimate so far is not lowered at all.
     """
     table = ALGORITHMS[call.op]
     if call.algorithm != "auto":
@@ -191,12 +199,16 @@ def lower(ctx: CommContext, call: CollectiveCall) -> tuple[str, list[FlowBatch]]
     protocols = _protocols(ctx, call)
     if len(names) == 1 and len(protocols) == 1:
         return _label(names[0], protocols[0]), _lower_with(ctx, call, names[0], protocols[0])
-    best: tuple[float, str, list[FlowBatch]] | None = None
-    for name in names:
-        for proto in protocols:
-            phases = _lower_with(ctx, call, name, proto)
-            t = estimate_phases(ctx, phases)
-            if best is None or t < best[0] * (1 - 1e-9):
-                best = (t, _label(name, proto), phases)
-    assert best is not None
-    return best[1], best[2]
+    cands = [(name, proto) for name in names for proto in protocols]  # tie-break order
+    bounds = [lower_bound(ctx, call, name, proto) for name, proto in cands]
+    found: dict[int, tuple[float, list[FlowBatch]]] = {}
+    t_min = np.inf
+    for i in sorted(range(len(cands)), key=bounds.__getitem__):
+        if bounds[i] > t_min * (1 + _TIE):
+            break  # this one and every later one cannot win: never lowered
+        phases = _lower_with(ctx, call, *cands[i])
+        t = estimate_phases(ctx, phases)
+        found[i] = (t, phases)
+        t_min = min(t_min, t)
+    win = min(i for i, (t, _) in found.items() if t <= t_min * (1 + _TIE))
+    return _label(*cands[win]), found[win][1]
