@@ -195,46 +195,62 @@ def perturb(
     jitter_cv: float = 0.0,
     seed: int = 0,
     fold: bool = False,
+    transient: frozenset[int] = frozenset(),
+    transient_slowdown: float = 1.0,
+    step: int = 0,
 ) -> list[RankClass]:
     """Heterogeneous ranks: slower stragglers and per-kernel jitter.
 
     stragglers: ranks whose compute and CPU ops take ``slowdown`` times longer.
         Each class splits into its regular and its straggling ranks, so the
         rank collapse stays exact.
+    transient: ranks slowed in this step only, by ``transient_slowdown``
+        (times the straggler slowdown for a rank that is both); they split
+        off like stragglers (``~transient``, ``~slow~transient``).
     jitter_cv: coefficient of variation of a lognormal factor (mean 1) drawn
-        for every timed op of every rank, seeded by (seed, rank). Every rank
+        for every timed op of every rank, seeded by (seed, rank), and by
+        (seed, rank, step) for steps after the first. Every rank
         then runs its own program: the collapse is off.
     fold: with jitter, keep each class whole and give it the per-rank factors
         (:attr:`RankClass.factors`, the same draws) instead of one class per rank.
     """
+
+    def factor(r: int) -> float:
+        f = float(slowdown) if r in stragglers else 1.0
+        return f * float(transient_slowdown) if r in transient else f
+
     out: list[RankClass] = []
     for cls in classes:
-        slow = tuple(r for r in cls.ranks if r in stragglers)
-        fast = tuple(r for r in cls.ranks if r not in stragglers)
         if jitter_cv <= 0:
-            if fast:
-                out.append(replace(cls, ranks=fast, ops=list(cls.ops)))
-            if slow:
-                ops = _scaled_ops(cls.ops, float(slowdown))
-                out.append(replace(cls, name=f"{cls.name}~slow", ranks=slow, ops=ops))
+            groups: dict[tuple[bool, bool], list[int]] = {}
+            for r in cls.ranks:
+                groups.setdefault((r in stragglers, r in transient), []).append(r)
+            for key in sorted(groups):  # regular, ~transient, ~slow, ~slow~transient
+                ranks = tuple(groups[key])
+                if key == (False, False):
+                    out.append(replace(cls, ranks=ranks, ops=list(cls.ops)))
+                    continue
+                suffix = "~slow" * key[0] + "~transient" * key[1]
+                ops = _scaled_ops(cls.ops, factor(ranks[0]))
+                out.append(replace(cls, name=f"{cls.name}{suffix}", ranks=ranks, ops=ops))
             continue
         timed = sum(1 for op in cls.ops if op.duration > 0 and op.stream in _TIMED_STREAMS)
         sigma2 = math.log1p(jitter_cv**2)
+
+        def draws(r: int, timed: int = timed, sigma2: float = sigma2) -> np.ndarray:
+            rng = np.random.default_rng([seed, r] if step == 0 else [seed, r, step])
+            out = rng.lognormal(-sigma2 / 2, math.sqrt(sigma2), timed)
+            f = factor(r)
+            return out * f if f != 1.0 else out
+
         if fold:
             table = np.empty((len(cls.ranks), timed))
             for i, r in enumerate(cls.ranks):
-                rng = np.random.default_rng([seed, r])
-                table[i] = rng.lognormal(-sigma2 / 2, math.sqrt(sigma2), timed)
-                if r in stragglers:
-                    table[i] = table[i] * slowdown
+                table[i] = draws(r)
             out.append(replace(cls, ops=list(cls.ops), factors=table))
             continue
         for r in cls.ranks:
-            rng = np.random.default_rng([seed, r])
-            factors = rng.lognormal(-sigma2 / 2, math.sqrt(sigma2), timed)
-            if r in stragglers:
-                factors = factors * slowdown
             out.append(
-                replace(cls, name=f"{cls.name}#{r}", ranks=(r,), ops=_scaled_ops(cls.ops, factors))
+                replace(cls, name=f"{cls.name}#{r}", ranks=(r,), ops=_scaled_ops(cls.ops, draws(r)))
             )
     return out
