@@ -159,38 +159,53 @@ def transient_ranks(
     return frozenset(out)
 
 
-#: network noise: levels a link's speed factor is drawn from
-NOISE_LEVELS = 8
+#: network noise: a link's speed factor is a lognormal's with its normal deviate
+#: rounded to this grid (in standard deviations), clipped at NOISE_SPAN of them
+NOISE_GRID = 0.25
+NOISE_SPAN = 6.0
 
 
-def noise_levels(cv: float, k: int = NOISE_LEVELS) -> np.ndarray:
-    """``k`` equally likely speed factors with mean 1 and coefficient of
-    variation ``cv``: a lognormal's shape at the mid-quantiles of ``k`` equal
-    slices, its spread set so that mean and CV are exact."""
-    z = np.array([NormalDist().inv_cdf((i + 0.5) / k) for i in range(k)])
-    z = (z - z.mean()) / z.std()
+def noise_levels(cv: float) -> tuple[np.ndarray, np.ndarray]:
+    """(speed factors, their probabilities) of a link under network noise.
 
-    def cv_of(s: float) -> float:
+    A lognormal factor ``exp(s * z)`` whose normal deviate ``z`` is rounded to
+    the nearest multiple of :data:`NOISE_GRID` (tails kept out to
+    :data:`NOISE_SPAN`): a slow link in a thousand is as slow as the
+    lognormal's, yet the factors take few distinct values, so a phase's flows
+    end at a few dozen distinct times, not one per flow. ``s`` is set and the
+    factors scaled so that the mean is 1 and the coefficient of variation is
+    ``cv`` exactly.
+    """
+    k = int(round(NOISE_SPAN / NOISE_GRID))
+    z = np.arange(-k, k + 1) * NOISE_GRID
+    nd = NormalDist()
+    edges = [nd.cdf(x) for x in (z[:-1] + NOISE_GRID / 2)]
+    p = np.diff(np.concatenate([[0.0], edges, [1.0]]))
+
+    def stats(s: float) -> tuple[float, float]:
         x = np.exp(s * z)
-        return float(x.std() / x.mean())
+        m = float(p @ x)
+        return m, float(np.sqrt(p @ (x - m) ** 2)) / m
 
     lo, hi = 0.0, 1.0
-    while cv_of(hi) < cv:
+    while stats(hi)[1] < cv:
         hi *= 2
     for _ in range(100):
         mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if cv_of(mid) < cv else (lo, mid)
-    x = np.exp((lo + hi) / 2 * z)
-    return x / x.mean()
+        lo, hi = (mid, hi) if stats(mid)[1] < cv else (lo, mid)
+    s = (lo + hi) / 2
+    return np.exp(s * z) / stats(s)[0], p
 
 
 def noisy_capacity(capacity: np.ndarray, cv: float, seed: int, step: int) -> np.ndarray:
     """Link capacities (bytes/s) times a speed factor per link, drawn each step
     from :func:`noise_levels` (mean 1, coefficient of variation ``cv``),
-    seeded by (seed, step). A few levels keep a phase's flows ending at a
-    few distinct times, as many as bottleneck levels, not one per flow."""
+    seeded by (seed, step)."""
     rng = np.random.default_rng([seed, step, 0x4E01])
-    return capacity * noise_levels(cv)[rng.integers(0, NOISE_LEVELS, capacity.size)]
+    levels, _ = noise_levels(cv)
+    k = (levels.size - 1) // 2
+    idx = np.clip(np.rint(rng.standard_normal(capacity.size) / NOISE_GRID), -k, k)
+    return capacity * levels[idx.astype(np.int64) + k]
 
 
 def _scaled(acc: dict[str, float], add: dict[str, float], factor: float) -> None:

@@ -62,10 +62,16 @@ def test_draws_are_seeded_and_differ_by_step(ddp16):
 
 @pytest.mark.parametrize("cv", [0.01, 0.1, 0.5, 1.0])
 def test_noise_levels_have_mean_one_and_the_cv(cv):
-    x = noise_levels(cv)
-    assert x.mean() == pytest.approx(1.0, rel=1e-12)
-    assert x.std() / x.mean() == pytest.approx(cv, rel=1e-9)
+    x, p = noise_levels(cv)
+    assert p.sum() == pytest.approx(1.0, rel=1e-12)
+    assert p @ x == pytest.approx(1.0, rel=1e-12)
+    assert np.sqrt(p @ (x - 1) ** 2) == pytest.approx(cv, rel=1e-9)
     assert (x > 0).all()
+    # the draws follow the levels' law
+    f = noisy_capacity(np.ones(200_000), cv, 0, 0)
+    assert f.mean() == pytest.approx(1.0, abs=4 * cv / np.sqrt(200_000))
+    assert f.std() == pytest.approx(cv, rel=0.02)
+    assert np.unique(f).size <= x.size
 
 
 def test_transient_draws_follow_the_slowest_of_n_law(ddp16):
