@@ -22,7 +22,7 @@ import numpy as np
 from simcluster.collectives.base import CollectiveCall, CommContext
 from simcluster.collectives.protocols import family_of
 
-__all__ = ["BOUNDS", "lower_bound"]
+__all__ = ["BOUNDS", "lower_bound", "lower_bounds"]
 
 #: relative slack for rounding: the bound is computed in another order than the estimate
 _SLACK = 1e-9
@@ -36,6 +36,16 @@ def _group_nodes(ctx: CommContext, group: tuple[int, ...]) -> tuple[int, int]:
         nodes = np.asarray(ctx.cluster.rank_node)[np.asarray(group, dtype=np.int64)]
         _, counts = np.unique(nodes, return_counts=True)
         hit = ctx.shapes[key] = (int(counts.size), int(counts.max()))
+    return hit
+
+
+def _fastest(ctx: CommContext) -> tuple[float, float]:
+    """(fastest inter-node link, fastest link) of the context, bytes/s; cached."""
+    hit = ctx.shapes.get(("fastest",))
+    if hit is None:
+        cap, inter = ctx.capacity, ctx.inter_node_link
+        c_inter = float(cap[inter].max()) if inter.any() else float(cap.max())
+        hit = ctx.shapes[("fastest",)] = (c_inter, float(cap.max()))
     return hit
 
 
@@ -104,10 +114,7 @@ def tree(ctx: CommContext, call: CollectiveCall) -> np.ndarray | None:
     net = np.array([p.hop(fam, "net") for p in ps])
     base = np.array([p.base_latency_s[fam] for p in ps])
     wire = np.array([1.0 / p.bandwidth_fraction[fam] for p in ps])
-    cap = ctx.capacity
-    inter = ctx.inter_node_link
-    c_inter = float(cap[inter].max()) if inter.any() else float(cap.max())
-    c_any = float(cap.max())
+    c_inter, c_any = _fastest(ctx)
     lo = np.minimum(nv, pc)
     phase = np.zeros(len(ps))
     for g in call.groups:
@@ -128,13 +135,27 @@ BOUNDS: dict[tuple[str, str], Callable[[CommContext, CollectiveCall], np.ndarray
 }
 
 
+def lower_bounds(
+    ctx: CommContext, call: CollectiveCall, cands: list[tuple[str, str | None]]
+) -> list[float]:
+    """:func:`lower_bound` of every (algorithm, protocol) in ``cands``, each
+    algorithm's bound computed once for all its protocols."""
+    per_name: dict[str, np.ndarray | None] = {}
+    out = []
+    for name, protocol in cands:
+        if name not in per_name:
+            fn = BOUNDS.get((call.op, name))
+            per_name[name] = None if fn is None else fn(ctx, call)
+        b = per_name[name]
+        out.append(0.0 if b is None or protocol is None else float(b[_index(ctx, protocol)]))
+    return out
+
+
+def _index(ctx: CommContext, protocol: str) -> int:
+    return list(ctx.protocols).index(protocol)
+
+
 def lower_bound(ctx: CommContext, call: CollectiveCall, name: str, protocol: str | None) -> float:
     """A lower bound (s) of the estimate of ``call`` lowered by ``name`` under
     ``protocol``; 0.0 where none is known."""
-    fn = BOUNDS.get((call.op, name))
-    if fn is None or protocol is None:
-        return 0.0
-    b = fn(ctx, call)
-    if b is None:
-        return 0.0
-    return float(b[list(ctx.protocols).index(protocol)])
+    return lower_bounds(ctx, call, [(name, protocol)])[0]

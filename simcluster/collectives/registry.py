@@ -19,7 +19,7 @@ import numpy as np
 
 from simcluster.collectives import chain, halving_doubling, hierarchical, leader, p2p, ring, tree
 from simcluster.collectives.base import CollectiveCall, CommContext, Phase
-from simcluster.collectives.bounds import lower_bound
+from simcluster.collectives.bounds import lower_bounds
 from simcluster.collectives.protocols import family_of
 from simcluster.errors import UnknownNameError
 from simcluster.network.flow import FlowBatch
@@ -200,15 +200,56 @@ def lower(ctx: CommContext, call: CollectiveCall) -> tuple[str, list[FlowBatch]]
     if len(names) == 1 and len(protocols) == 1:
         return _label(names[0], protocols[0]), _lower_with(ctx, call, names[0], protocols[0])
     cands = [(name, proto) for name in names for proto in protocols]  # tie-break order
-    bounds = [lower_bound(ctx, call, name, proto) for name, proto in cands]
-    found: dict[int, tuple[float, list[FlowBatch]]] = {}
+    bounds = lower_bounds(ctx, call, cands)
+    found: dict[int, float] = {}
     t_min = np.inf
     for i in sorted(range(len(cands)), key=bounds.__getitem__):
         if bounds[i] > t_min * (1 + _TIE):
             break  # this one and every later one cannot win: never lowered
-        phases = _lower_with(ctx, call, *cands[i])
-        t = estimate_phases(ctx, phases)
-        found[i] = (t, phases)
+        t = _estimate_shape(ctx, call, *cands[i])
+        found[i] = t
         t_min = min(t_min, t)
-    win = min(i for i, (t, _) in found.items() if t <= t_min * (1 + _TIE))
-    return _label(*cands[win]), found[win][1]
+    win = min(i for i, t in found.items() if t <= t_min * (1 + _TIE))
+    return _label(*cands[win]), _lower_with(ctx, call, *cands[win])
+
+
+def _envelope(ctx: CommContext, batch: FlowBatch) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(latency, unit bytes, static rate) of the flows of a unit-byte phase that
+    can be its slowest at some size: per distinct latency, the flow with the
+    most seconds per byte (all flows when latencies are many). Cached."""
+    # the protocols of one shape share its cache (links, rates): key by batch too
+    key = ("envelope", id(ctx.capacity), id(batch))
+    hit = batch._cache.get(key)
+    if hit is None:
+        rates = batch.static_rates(ctx.capacity)
+        lat = np.broadcast_to(np.asarray(batch.latency, dtype=np.float64), rates.shape)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            per_byte = np.where(batch.nbytes > 0, batch.nbytes / rates, 0.0)
+        values, group = np.unique(lat, return_inverse=True)
+        if values.size * 64 < lat.size:
+            order = np.lexsort((per_byte, group))  # by group, then seconds per byte
+            last = np.flatnonzero(np.r_[group[order][1:] != group[order][:-1], True])
+            keep = order[last]
+        else:
+            keep = np.arange(lat.size)
+        hit = (lat[keep].copy(), batch.nbytes[keep].copy(), rates[keep].copy())
+        batch._cache[key] = hit
+    return hit
+
+
+def _estimate_shape(
+    ctx: CommContext, call: CollectiveCall, name: str, protocol: str | None
+) -> float:
+    """:func:`estimate_phases` of ``call`` lowered by ``name`` under ``protocol``,
+    from the cached envelope of its unit-byte shape (the same arithmetic on the
+    flows that can be slowest)."""
+    total = 0.0
+    for b in _shape(ctx, call, name, protocol):
+        if b.num_flows == 0:
+            continue
+        lat, unit, rates = _envelope(ctx, b)
+        nbytes = unit * call.nbytes
+        with np.errstate(divide="ignore", invalid="ignore"):
+            move = np.where(nbytes > 0, nbytes / rates, 0.0)
+        total += float((lat + move).max())
+    return total
