@@ -3,17 +3,20 @@
 Usage: python bench/scale.py [--schedules ddp,hsadmm,ssfusion-oi,nodebased]
        [--gpus 64,256,1024,...] [--topology puhti-2l] [--model resnet152] [--uncollapsed]
        [--spmv 512,4096] [--large 131072,262144,1048576] [--large-topology puhti-mega]
-       [--jitter 4096,16384]
+       [--jitter 4096,16384] [--variability 4096,16384]
 
 Prints per case: wall and CPU seconds (topology build + programs + simulation),
 peak resident memory of the process so far, simulation events, flows, and the
 predicted time of one step (hsadmm: one outer iteration of E local steps
 plus the consensus). ``--large`` rows are ddp on the 3-level fat tree of
 ``--large-topology``; ``--jitter`` rows (``ddp~jitter``) are ddp with
-stragglers1024's variability (5 % stragglers at 1.3x, 5 % kernel jitter),
-:data:`JITTER_STEPS` steps with seeds 0, 1, ...: times cover all of them, and
-p50 / p99 are of their step times. Each case runs in a fresh process so peak
-memory is per case. The code measured is that of the checkout holding this file.
+stragglers1024's variability (5 % persistent stragglers at 1.3x, 5 % kernel
+jitter); ``--variability`` rows (``ddp~variability``) add variability16k's
+transient slowdowns (0.1 % of steps at 2x) and network noise (CV 5 %).
+Both simulate :data:`JITTER_STEPS` steps (seed 0, the draws of step 0, 1,
+...): times cover all of them, and p50 / p99 are of their step times. Each
+case runs in a fresh process so peak memory is per case. The code measured
+is that of the checkout holding this file.
 """
 
 from __future__ import annotations
@@ -41,11 +44,18 @@ def one_case(schedule: str, gpus: int, topology: str, model_name: str, collapse:
     t0 = time.perf_counter()
     c0 = time.process_time()
     het = None
-    if schedule.endswith("~jitter"):  # stragglers1024's variability, one seed per step
-        from simcluster.scenario import Heterogeneity, Stragglers
+    if schedule.endswith(("~jitter", "~variability")):  # draws of step 0, 1, ...
+        from simcluster.scenario import Heterogeneity, Stragglers, Transient
 
-        schedule = schedule.removesuffix("~jitter")
+        schedule, kind = schedule.split("~")
         het = Heterogeneity(stragglers=Stragglers(fraction=0.05, slowdown=1.3), jitter=0.05)
+        if kind == "variability":  # scenarios/variability16k.yaml's
+            het = Heterogeneity(
+                stragglers=het.stragglers,
+                jitter=0.05,
+                transient=Transient(fraction=0.001, slowdown=2.0),
+                network_noise=0.05,
+            )
     spmv = schedule == "spmv"
     sim = Simulation.for_topology(topology, gpus, "mpi-spec" if spmv else "nccl-spec")
     engine = sim.engine
@@ -64,10 +74,10 @@ def one_case(schedule: str, gpus: int, topology: str, model_name: str, collapse:
     predicted = steps = 0.0
     events = flows = 0
     samples = []
-    for seed in range(JITTER_STEPS if het is not None else 1):
+    for step in range(JITTER_STEPS if het is not None else 1):
         one = one_steps = 0.0
         for seg in segments:
-            trace = simulate_iteration(engine, seg.iteration.classes, collapse, het, seed)
+            trace = simulate_iteration(engine, seg.iteration.classes, collapse, het, 0, step)
             one += seg.count * trace.end_time
             one_steps += seg.count * seg.steps
             events += trace.events
@@ -132,6 +142,11 @@ def main() -> None:
         "--jitter", default="4096,16384", help="GPU counts of ddp with stragglers and jitter"
     )
     ap.add_argument(
+        "--variability",
+        default="4096,16384",
+        help="GPU counts of ddp with variability16k's four kinds of variability",
+    )
+    ap.add_argument(
         "--uncollapsed", action="store_true", help="simulate every rank, not one per rank class"
     )
     ap.add_argument("--case", help=argparse.SUPPRESS)
@@ -148,6 +163,7 @@ def main() -> None:
     cases += [("spmv", p, args.spmv_topology) for p in args.spmv.split(",") if p]
     cases += [("ddp", g, args.large_topology) for g in args.large.split(",") if g]
     cases += [("ddp~jitter", g, args.topology) for g in args.jitter.split(",") if g]
+    cases += [("ddp~variability", g, args.topology) for g in args.variability.split(",") if g]
     for s, g, topology in cases:
         cmd = [
             sys.executable,
@@ -164,7 +180,7 @@ def main() -> None:
             print(f"{s:<12}{g:>8}  failed: {out.stderr.strip().splitlines()[-1]}")
             continue
         r = json.loads(out.stdout)
-        name = s if s.endswith("~jitter") or topology == args.topology else f"{s}@{topology}"
+        name = s if "~" in s or topology == args.topology else f"{s}@{topology}"
         spread = f"{r['p50_s']:>9.4f}{r['p99_s']:>9.4f}" if r["steps"] > 1 else f"{'':>9}{'':>9}"
         print(
             f"{name:<19}{r['gpus']:>8}{r['wall_s']:>9.2f}{r['cpu_s']:>8.2f}{r['peak_mb']:>9.0f}"

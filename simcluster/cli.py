@@ -102,6 +102,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     tables = [t for cls in scenario_schedules(sc) for t in cls.tables(sc, result.records)]
     for title, headers, rows in tables:
         print(f"{title}\n{format_table(headers, rows)}\n")
+    if sc.study.kind == "distribution":
+        print(_distribution_table(result.records))
     segments = segment_table(result.records)
     if segments:
         print(segments)
@@ -126,6 +128,20 @@ def _fitted_lines(sc) -> list[str]:
         except Exception:  # noqa: BLE001 - the run itself already loaded them; a listing only
             continue
     return fitted_constants(profiles)
+
+
+def _distribution_table(records: list[dict]) -> str:
+    """Per schedule and size: the full-batch step time's spread (ms)."""
+    from simcluster.report import format_table
+
+    rows = [
+        [r["schedule"], r["gpus"], r.get("step_time_samples")]
+        + [f"{r[k] * 1e3:.2f}" if r.get(k) is not None else "-" for k in
+           ("step_time_p50_s", "step_time_p99_s", "step_time_sample_mean_s", "step_time_max_s")]
+        for r in records
+    ]  # fmt: skip
+    head = ["schedule", "GPUs", "samples", "p50 ms", "p99 ms", "mean ms", "max ms"]
+    return f"step time distribution\n{format_table(head, rows)}\n"
 
 
 def _memory_verdict(warnings: list[str], strict: bool) -> int:

@@ -161,10 +161,16 @@ class Engine:
             self._lowered[call] = hit
         return hit
 
-    def run(self, classes: Sequence[RankClass]) -> Trace:
-        """Run every class's program to completion; returns the trace."""
+    def run(self, classes: Sequence[RankClass], capacity: np.ndarray | None = None) -> Trace:
+        """Run every class's program to completion; returns the trace.
+
+        capacity: bytes/s per link for this run instead of the context's (a
+        noisy network); collectives are still lowered and chosen on the
+        context's nominal capacities, as NCCL's tuner knows only those.
+        """
         env = simpy.Environment()
-        net = make_network(self.network_model, env, self.ctx.capacity, self.ctx.inter_node_link)
+        cap = self.ctx.capacity if capacity is None else capacity
+        net = make_network(self.network_model, env, cap, self.ctx.inter_node_link)
         trace = Trace(classes={c.name: c.ranks for c in classes})
         rows = trace.rows
         for c in classes:

@@ -13,7 +13,7 @@ Durations are seconds, sizes bytes.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -195,91 +195,113 @@ def perturb(
     jitter_cv: float = 0.0,
     seed: int = 0,
     fold: bool = False,
+    transient: frozenset[int] = frozenset(),
+    transient_slowdown: float = 1.0,
+    step: int = 0,
 ) -> list[RankClass]:
     """Heterogeneous ranks: slower stragglers and per-kernel jitter.
 
     stragglers: ranks whose compute and CPU ops take ``slowdown`` times longer.
         Each class splits into its regular and its straggling ranks, so the
         rank collapse stays exact.
+    transient: ranks slowed in this step only, by ``transient_slowdown``
+        (times the straggler slowdown for a rank that is both); they split
+        off like stragglers (``~transient``, ``~slow~transient``).
     jitter_cv: coefficient of variation of a lognormal factor (mean 1) drawn
-        for every timed op of every rank, seeded by (seed, rank). Every rank
+        for every timed op of every rank, seeded by (seed, rank), and by
+        (seed, rank, step) for steps after the first. Every rank
         then runs its own program: the collapse is off.
     fold: with jitter, keep each class whole and give it the per-rank factors
         (:attr:`RankClass.factors`, the same draws) instead of one class per rank.
     """
+
+    def factor(r: int) -> float:
+        f = float(slowdown) if r in stragglers else 1.0
+        return f * float(transient_slowdown) if r in transient else f
+
     out: list[RankClass] = []
     for cls in classes:
         if cls.factors is not None:  # folded by its schedule (spmv): scale the factors
-            out += _perturb_folded(cls, stragglers, slowdown, jitter_cv, seed, fold)
+            keys = {r: (r in stragglers, r in transient) for r in cls.ranks}
+            out += _perturb_folded(cls, keys, factor, jitter_cv, seed, step, fold)
             continue
-        slow = tuple(r for r in cls.ranks if r in stragglers)
-        fast = tuple(r for r in cls.ranks if r not in stragglers)
         if jitter_cv <= 0:
-            if fast:
-                out.append(replace(cls, ranks=fast, ops=list(cls.ops)))
-            if slow:
-                ops = _scaled_ops(cls.ops, float(slowdown))
-                out.append(replace(cls, name=f"{cls.name}~slow", ranks=slow, ops=ops))
+            groups: dict[tuple[bool, bool], list[int]] = {}
+            for r in cls.ranks:
+                groups.setdefault((r in stragglers, r in transient), []).append(r)
+            for key in sorted(groups):  # regular, ~transient, ~slow, ~slow~transient
+                ranks = tuple(groups[key])
+                if key == (False, False):
+                    out.append(replace(cls, ranks=ranks, ops=list(cls.ops)))
+                    continue
+                suffix = "~slow" * key[0] + "~transient" * key[1]
+                ops = _scaled_ops(cls.ops, factor(ranks[0]))
+                out.append(replace(cls, name=f"{cls.name}{suffix}", ranks=ranks, ops=ops))
             continue
         timed = sum(1 for op in cls.ops if op.duration > 0 and op.stream in _TIMED_STREAMS)
         sigma2 = math.log1p(jitter_cv**2)
+
+        def draws(r: int, timed: int = timed, sigma2: float = sigma2) -> np.ndarray:
+            rng = np.random.default_rng([seed, r] if step == 0 else [seed, r, step])
+            out = rng.lognormal(-sigma2 / 2, math.sqrt(sigma2), timed)
+            f = factor(r)
+            return out * f if f != 1.0 else out
+
         if fold:
             table = np.empty((len(cls.ranks), timed))
             for i, r in enumerate(cls.ranks):
-                rng = np.random.default_rng([seed, r])
-                table[i] = rng.lognormal(-sigma2 / 2, math.sqrt(sigma2), timed)
-                if r in stragglers:
-                    table[i] = table[i] * slowdown
+                table[i] = draws(r)
             out.append(replace(cls, ops=list(cls.ops), factors=table))
             continue
         for r in cls.ranks:
-            rng = np.random.default_rng([seed, r])
-            factors = rng.lognormal(-sigma2 / 2, math.sqrt(sigma2), timed)
-            if r in stragglers:
-                factors = factors * slowdown
             out.append(
-                replace(cls, name=f"{cls.name}#{r}", ranks=(r,), ops=_scaled_ops(cls.ops, factors))
+                replace(cls, name=f"{cls.name}#{r}", ranks=(r,), ops=_scaled_ops(cls.ops, draws(r)))
             )
     return out
 
 
 def _perturb_folded(
     cls: RankClass,
-    stragglers: frozenset[int],
-    slowdown: float,
+    keys: dict[int, tuple[bool, bool]],
+    factor: Callable[[int], float],
     jitter_cv: float,
     seed: int,
+    step: int,
     fold: bool,
 ) -> list[RankClass]:
     """:func:`perturb` for a class that already has per-rank factors.
 
-    Its factors are multiplied by the same draws :func:`perturb` makes (seeded by
-    (seed, rank), one per timed op) and by ``slowdown`` on stragglers; without
-    jitter the class splits into regular and straggling ranks, with jitter it
-    stays whole (``fold``) or becomes one class per rank.
+    ``keys`` gives each rank's (straggler, transient) flags and ``factor`` its
+    slowdown. Its factors are multiplied by the same draws :func:`perturb` makes
+    (seeded by (seed, rank), and (seed, rank, step) after the first step; one per
+    timed op) and by the rank's slowdown; without jitter the class splits as
+    :func:`perturb` splits an unfolded one, with jitter it stays whole (``fold``)
+    or becomes one class per rank.
     """
     assert cls.factors is not None
     base = cls.factors
-    slow = np.array([r in stragglers for r in cls.ranks], dtype=bool)
     if jitter_cv <= 0:
+        groups: dict[tuple[bool, bool], list[int]] = {}
+        for i, r in enumerate(cls.ranks):
+            groups.setdefault(keys[r], []).append(i)
         out = []
-        if not slow.all():
-            keep = ~slow
-            ranks = tuple(r for r, s in zip(cls.ranks, slow, strict=True) if not s)
-            out.append(replace(cls, ranks=ranks, ops=list(cls.ops), factors=base[keep]))
-        if slow.any():
-            ranks = tuple(r for r, s in zip(cls.ranks, slow, strict=True) if s)
-            table = base[slow] * slowdown
+        for key in sorted(groups):  # regular, ~transient, ~slow, ~slow~transient
+            idx = groups[key]
+            ranks = tuple(cls.ranks[i] for i in idx)
+            table = base[idx] * factor(ranks[0])
+            suffix = "~slow" * key[0] + "~transient" * key[1]
             out.append(
-                replace(cls, name=f"{cls.name}~slow", ranks=ranks, ops=list(cls.ops), factors=table)
+                replace(
+                    cls, name=f"{cls.name}{suffix}", ranks=ranks, ops=list(cls.ops), factors=table
+                )
             )
         return out
     sigma2 = math.log1p(jitter_cv**2)
     table = np.empty_like(base)
     for i, r in enumerate(cls.ranks):
-        rng = np.random.default_rng([seed, r])
+        rng = np.random.default_rng([seed, r] if step == 0 else [seed, r, step])
         table[i] = rng.lognormal(-sigma2 / 2, math.sqrt(sigma2), base.shape[1])
-    table = base * table * np.where(slow, slowdown, 1.0)[:, None]
+    table = base * table * np.array([factor(r) for r in cls.ranks])[:, None]
     if fold:
         return [replace(cls, ops=list(cls.ops), factors=table)]
     return [

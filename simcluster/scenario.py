@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, ValidationError, field_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
 from simcluster.errors import ConfigError, UserError
 from simcluster.registry import Registered
@@ -23,6 +23,7 @@ __all__ = [
     "ScheduleSpec",
     "Study",
     "Heterogeneity",
+    "Transient",
     "DATASETS",
     "load_scenario",
     "parse_scenario",
@@ -83,9 +84,31 @@ class ScheduleSpec(StrictModel):
         return self.label or self.name
 
 
+#: steps a ``distribution`` study draws when ``samples`` is not given
+DEFAULT_SAMPLES = 20
+
+
 class Study(StrictModel):
-    kind: Literal["strong", "weak", "single"] = "strong"
+    kind: Literal["strong", "weak", "single", "distribution"] = Field(
+        "strong",
+        description="distribution: strong scaling plus the spread of the full-batch step "
+        "time over `samples` steps, each with its own draws (p50, p99)",
+    )
     gpus: list[int] = Field(min_length=1)
+    samples: int | None = Field(
+        None, ge=1, le=100_000, description="distribution only: steps drawn (default 20)"
+    )
+
+    @model_validator(mode="after")
+    def _samples_need_distribution(self) -> Study:
+        if self.samples is not None and self.kind != "distribution":
+            raise ValueError(f"samples is for kind: distribution (kind is {self.kind!r})")
+        return self
+
+    @property
+    def num_samples(self) -> int:
+        """Steps a distribution study draws (default :data:`DEFAULT_SAMPLES`)."""
+        return self.samples or DEFAULT_SAMPLES
 
 
 class Stragglers(StrictModel):
@@ -93,9 +116,29 @@ class Stragglers(StrictModel):
     slowdown: float = Field(gt=0, le=1000, description="their compute takes this many times longer")
 
 
+class Transient(StrictModel):
+    fraction: float = Field(
+        gt=0, le=1, description="each rank is slow in this fraction of steps (drawn per step)"
+    )
+    slowdown: float = Field(gt=0, le=1000, description="its compute takes this many times longer")
+
+
 class Heterogeneity(StrictModel):
-    stragglers: Stragglers | None = None
+    stragglers: Stragglers | None = Field(
+        None, description="persistent: the same ranks are slow in every step"
+    )
     jitter: float = Field(0.0, ge=0, le=10, description="coefficient of variation per kernel")
+    transient: Transient | None = Field(
+        None, description="slowdowns that hit a rank in some steps only"
+    )
+    network_noise: float = Field(
+        0.0, ge=0, le=1, description="coefficient of variation of each link's speed per step"
+    )
+
+    @property
+    def varies_per_step(self) -> bool:
+        """Do draws differ from step to step (jitter, transient slowdowns, noise)?"""
+        return self.jitter > 0 or self.transient is not None or self.network_noise > 0
 
 
 class Scenario(StrictModel):

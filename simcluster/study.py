@@ -4,7 +4,10 @@ Strong scaling keeps the dataset fixed: with P ranks, a per-rank batch b and A
 accumulation micro-steps, an epoch is ceil(D / P) samples per rank (the sampler
 pads, as torch's DistributedSampler does), i.e. ceil(ceil(D/P) / (b*A)) steps,
 the last of them partial. Weak scaling grows the dataset with P (D is the size
-at the smallest count). A single-size study is strong scaling at one size.
+at the smallest count). A single-size study is strong scaling at one size. A
+distribution study is strong scaling that also draws ``samples`` full-batch
+steps, each with its own jitter, transient slowdowns and network noise, and
+reports their p50, p99, mean, min and max (``step_time_p50_s``, ...).
 
 Speedup and efficiency are against the smallest size: time to train for
 strong/single, throughput for weak.
@@ -26,6 +29,7 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from statistics import NormalDist
 from typing import Any
 
 import numpy as np
@@ -53,6 +57,9 @@ __all__ = [
     "run_scenario",
     "simulate_iteration",
     "simulate_plan",
+    "step_distribution",
+    "noisy_capacity",
+    "transient_ranks",
 ]
 
 Progress = Callable[[int, int, str], None]
@@ -84,28 +91,121 @@ def simulate_iteration(
     collapse: bool = True,
     heterogeneity: Heterogeneity | None = None,
     seed: int = 0,
+    step: int = 0,
 ) -> Trace:
-    """One iteration's trace.
+    """One iteration's trace; ``step`` numbers the draws of what varies per step.
 
     ``collapse=False`` simulates every rank separately. ``heterogeneity``
-    slows stragglers (chosen from the seed) and jitters kernels; stragglers
-    only split the classes; jittered classes run once with a clock per rank
-    (``collapse=False``: as one class per rank, the reference).
+    slows persistent stragglers (chosen from the seed alone: the same ranks in
+    every step), transiently slowed ranks (drawn per step, see
+    :func:`transient_ranks`) and jitters kernels; slowed ranks only split the
+    classes; jittered classes run once with a clock per rank
+    (``collapse=False``: as one class per rank, the reference). Network noise
+    scales every link's capacity by its own lognormal factor per step.
     """
-    if heterogeneity is not None:
-        ranks = sorted(r for c in classes for r in c.ranks)
-        slow: frozenset[int] = frozenset()
-        slowdown = 1.0
-        if heterogeneity.stragglers is not None:
-            count = max(1, round(heterogeneity.stragglers.fraction * len(ranks)))
-            rng = np.random.default_rng([seed, 0x5EED])
-            slow = frozenset(int(r) for r in rng.choice(ranks, size=count, replace=False))
-            slowdown = heterogeneity.stragglers.slowdown
-        classes = perturb(classes, slow, slowdown, heterogeneity.jitter, seed, fold=collapse)
-        if heterogeneity.jitter > 0:
-            # folded: one class per program, a clock per rank; else one class per rank
-            return engine.run(classes)
-    return engine.run(classes if collapse else expand(classes))
+    if heterogeneity is None:
+        return engine.run(classes if collapse else expand(classes))
+    h = heterogeneity
+    ranks = sorted(r for c in classes for r in c.ranks)
+    slow: frozenset[int] = frozenset()
+    slowdown = 1.0
+    if h.stragglers is not None:
+        count = max(1, round(h.stragglers.fraction * len(ranks)))
+        rng = np.random.default_rng([seed, 0x5EED])
+        slow = frozenset(int(r) for r in rng.choice(ranks, size=count, replace=False))
+        slowdown = h.stragglers.slowdown
+    hit: frozenset[int] = frozenset()
+    if h.transient is not None:
+        hit = transient_ranks(classes, h.transient.fraction, seed, step)
+    classes = perturb(
+        classes,
+        slow,
+        slowdown,
+        h.jitter,
+        seed,
+        fold=collapse,
+        transient=hit,
+        transient_slowdown=h.transient.slowdown if h.transient is not None else 1.0,
+        step=step,
+    )
+    capacity = None
+    if h.network_noise > 0:
+        capacity = noisy_capacity(engine.ctx.capacity, h.network_noise, seed, step)
+    if h.jitter > 0:
+        # folded: one class per program, a clock per rank; else one class per rank
+        return engine.run(classes, capacity)
+    return engine.run(classes if collapse else expand(classes), capacity)
+
+
+def transient_ranks(
+    classes: list[RankClass], fraction: float, seed: int, step: int
+) -> frozenset[int]:
+    """Ranks slowed in ``step``: each rank independently with probability ``fraction``.
+
+    Drawn per rank class, as statistics: how many of its N ranks are hit is
+    one binomial draw, and which ones a draw of that many without replacement
+    (the same law as N coin flips, at O(1 + hits) cost). Ranks of a class are
+    alike, so the step is slowed exactly when a class has a hit, with
+    probability ``1 - (1 - fraction) ** N`` (the slowest of N). Seeded by
+    (seed, step, class position).
+    """
+    out: list[int] = []
+    for i, cls in enumerate(classes):
+        rng = np.random.default_rng([seed, step, 0x7A5E, i])
+        n = len(cls.ranks)
+        k = int(rng.binomial(n, fraction))
+        if k:
+            out.extend(cls.ranks[j] for j in rng.choice(n, size=k, replace=False).tolist())
+    return frozenset(out)
+
+
+#: network noise: a link's speed factor is a lognormal's with its normal deviate
+#: rounded to this grid (in standard deviations), clipped at NOISE_SPAN of them
+NOISE_GRID = 0.25
+NOISE_SPAN = 6.0
+
+
+def noise_levels(cv: float) -> tuple[np.ndarray, np.ndarray]:
+    """(speed factors, their probabilities) of a link under network noise.
+
+    A lognormal factor ``exp(s * z)`` whose normal deviate ``z`` is rounded to
+    the nearest multiple of :data:`NOISE_GRID` (tails kept out to
+    :data:`NOISE_SPAN`): a slow link in a thousand is as slow as the
+    lognormal's, yet the factors take few distinct values, so a phase's flows
+    end at a few dozen distinct times, not one per flow. ``s`` is set and the
+    factors scaled so that the mean is 1 and the coefficient of variation is
+    ``cv`` exactly.
+    """
+    k = int(round(NOISE_SPAN / NOISE_GRID))
+    z = np.arange(-k, k + 1) * NOISE_GRID
+    nd = NormalDist()
+    edges = [nd.cdf(x) for x in (z[:-1] + NOISE_GRID / 2)]
+    p = np.diff(np.concatenate([[0.0], edges, [1.0]]))
+
+    def stats(s: float) -> tuple[float, float]:
+        x = np.exp(s * z)
+        m = float(p @ x)
+        return m, float(np.sqrt(p @ (x - m) ** 2)) / m
+
+    lo, hi = 0.0, 1.0
+    while stats(hi)[1] < cv:
+        hi *= 2
+    for _ in range(100):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if stats(mid)[1] < cv else (lo, mid)
+    s = (lo + hi) / 2
+    return np.exp(s * z) / stats(s)[0], p
+
+
+def noisy_capacity(capacity: np.ndarray, cv: float, seed: int, step: int) -> np.ndarray:
+    """Link capacities (bytes/s) times a speed factor per link, drawn each step
+    from :func:`noise_levels` (mean 1, coefficient of variation ``cv``),
+    seeded by (seed, step)."""
+    rng = np.random.default_rng([seed, step, 0x4E01])
+    levels, _ = noise_levels(cv)
+    k = (levels.size - 1) // 2
+    idx = np.clip(np.rint(rng.standard_normal(capacity.size) / NOISE_GRID), -k, k)
+    return capacity * levels[idx.astype(np.int64) + k]
 
 
 def _scaled(acc: dict[str, float], add: dict[str, float], factor: float) -> None:
@@ -232,6 +332,58 @@ def _step_split(seg_records: list[dict[str, Any]], segments) -> tuple[dict, dict
     return full_out, part_out
 
 
+def step_distribution(
+    schedule,
+    ctx: BuildContext,
+    engine: Engine,
+    run: RunShape,
+    samples: int,
+    collapse: bool = True,
+    heterogeneity: Heterogeneity | None = None,
+) -> dict[str, Any]:
+    """The spread of the full-batch step time over ``samples`` steps (s).
+
+    Step k is simulated with the draws of step k (:func:`simulate_iteration`);
+    persistent stragglers are the same in every step. Where a plan has
+    several full-batch programs (e.g. averaging steps), each sample holds one
+    of each, weighted by how often it runs. Without anything that varies per
+    step every sample is the same, and one is simulated. Percentiles are of
+    the (weighted) sample, by the inverted CDF (a time that was simulated).
+    """
+    segments = schedule.plan(ctx, run)
+    train = [s for s in segments if s.steps > 0]
+    if not train:
+        return {}
+    most = max(s.iteration.samples for s in train)
+    full = [s for s in train if s.iteration.samples == most]
+    varies = heterogeneity is not None and heterogeneity.varies_per_step
+    times: list[float] = []
+    weights: list[float] = []
+    for k in range(samples if varies else 1):
+        for seg in full:
+            trace = simulate_iteration(
+                engine, seg.iteration.classes, collapse, heterogeneity, ctx.seed, k
+            )
+            times.append(trace.end_time)
+            weights.append(float(max(seg.count * seg.steps, 1)))
+    t = np.asarray(times)
+    w = np.asarray(weights)
+    if not varies:
+        t, w = np.repeat(t, samples), np.repeat(w, samples)
+
+    def pct(q: float) -> float:
+        return float(np.percentile(t, q, weights=w, method="inverted_cdf"))
+
+    return {
+        "step_time_samples": samples,
+        "step_time_p50_s": pct(50),
+        "step_time_p99_s": pct(99),
+        "step_time_sample_mean_s": float(np.average(t, weights=w)),
+        "step_time_min_s": float(t.min()),
+        "step_time_max_s": float(t.max()),
+    }
+
+
 def run_scenario(
     sc: Scenario, progress: Progress | None = None, collapse: bool = True
 ) -> ScenarioResult:
@@ -277,6 +429,18 @@ def run_scenario(
             metrics, seg_traces = simulate_plan(
                 schedule, bctx, engine, run, collapse, sc.heterogeneity
             )
+            if sc.study.kind == "distribution":
+                metrics.update(
+                    step_distribution(
+                        schedule,
+                        bctx,
+                        engine,
+                        run,
+                        sc.study.num_samples,
+                        collapse,
+                        sc.heterogeneity,
+                    )
+                )
             rec: dict[str, Any] = {
                 "schedule": spec.display,
                 "schedule_name": spec.name,

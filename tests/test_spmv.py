@@ -79,9 +79,10 @@ def _classes(gpus: int, partitioner: str = "random", neurons: int = 1024, layers
 @pytest.mark.parametrize("gpus", [5, 48])
 def test_folded_programs_run_as_one_class_per_rank(gpus):
     """Ranks with the same program shape share a class with per-rank durations; the
-    engine gives the same times as one class per rank (straggler splits included)."""
+    engine gives the same times as one class per rank (straggler and transient splits
+    and jitter included)."""
     from simcluster.program import expand
-    from simcluster.scenario import Heterogeneity, Stragglers
+    from simcluster.scenario import Heterogeneity, Stragglers, Transient
     from simcluster.study import simulate_iteration
 
     engine, classes = _classes(gpus)
@@ -101,6 +102,17 @@ def test_folded_programs_run_as_one_class_per_rank(gpus):
     jit = Heterogeneity(jitter=0.1)
     a = simulate_iteration(engine, classes, True, jit, 3).end_time
     assert a == simulate_iteration(engine, classes, False, jit, 3).end_time
+    both = Heterogeneity(
+        stragglers=Stragglers(fraction=0.2, slowdown=1.5),
+        transient=Transient(fraction=0.3, slowdown=2.0),
+    )
+    for step in (0, 1):
+        a = simulate_iteration(engine, classes, True, both, 3, step).end_time
+        assert a == simulate_iteration(engine, classes, False, both, 3, step).end_time
+        assert a >= slow.end_time
+    mixed = Heterogeneity(transient=Transient(fraction=0.3, slowdown=2.0), jitter=0.1)
+    a = simulate_iteration(engine, classes, True, mixed, 3, 2).end_time
+    assert a == simulate_iteration(engine, classes, False, mixed, 3, 2).end_time
 
 
 def _scenario(tmp_path, schedules: list[dict], gpus: list[int], batch: int = 1):

@@ -7,7 +7,8 @@ phase, so that concurrent groups contend for links within each phase.
 The automatic choice, like NCCL's tuner, compares the candidates' predicted
 times for this size and group shape: each candidate's phases are timed in
 isolation with max-min rates fixed at their start (a static estimate); ties
-go to the first candidate (ring).
+go to the first candidate (ring). A candidate whose lower bound from the group
+shape (``bounds.py``) exceeds the best estimate is not lowered.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from simcluster.collectives import (
     tree,
 )
 from simcluster.collectives.base import CollectiveCall, CommContext, Phase
+from simcluster.collectives.bounds import lower_bounds
 from simcluster.collectives.protocols import family_of
 from simcluster.errors import UnknownNameError
 from simcluster.network.flow import FlowBatch
@@ -75,6 +77,9 @@ BATCH_LOWERINGS: dict[tuple[str, str], Callable[[CommContext, CollectiveCall], l
     ("reduce_scatter", "ring"): ring.reduce_scatter_batch,
     ("allreduce", "tree"): tree.allreduce_batch,
 }
+
+#: estimates within this relative margin of the least count as ties (earliest wins)
+_TIE = 1e-9
 
 #: What ``auto`` chooses among, in tie-break order (NCCL's ring and tree).
 AUTO_CANDIDATES: dict[str, tuple[str, ...]] = {"allreduce": ("ring", "tree")}
@@ -199,7 +204,10 @@ def lower(ctx: CommContext, call: CollectiveCall) -> tuple[str, list[FlowBatch]]
 
     The algorithm reads ``ring/LL128`` when the network profile has protocols.
     ``auto`` (algorithm, protocol or both) takes the candidate with the least
-    estimated time, as NCCL's tuner does; ties go to the earlier candidate.
+    estimated time, as NCCL's tuner does; estimates within ``_TIE`` (relative)
+    of the least go to the earliest candidate. Candidates are lowered in
+    order of their :func:`~simcluster.collectives.bounds.lower_bound`, and
+    one whose bound exceeds the best estimate so far is not lowered at all.
     """
     table = ALGORITHMS[call.op]
     if call.algorithm != "auto":
@@ -214,14 +222,60 @@ def lower(ctx: CommContext, call: CollectiveCall) -> tuple[str, list[FlowBatch]]
     protocols = _protocols(ctx, call, names[0])
     if len(names) == 1 and len(protocols) == 1:
         return _label(names[0], protocols[0]), _lower_with(ctx, call, names[0], protocols[0])
-    if not protocols and len(names) == 1:
+    cands = [(name, proto) for name in names for proto in _protocols(ctx, call, name)]
+    if not cands:  # e.g. an algorithm of one protocol asked to run another
         raise UnknownNameError("protocol", call.protocol, [SINGLE_PROTOCOL[names[0]]])
-    best: tuple[float, str, list[FlowBatch]] | None = None
-    for name in names:
-        for proto in _protocols(ctx, call, name):
-            phases = _lower_with(ctx, call, name, proto)
-            t = estimate_phases(ctx, phases)
-            if best is None or t < best[0] * (1 - 1e-9):
-                best = (t, _label(name, proto), phases)
-    assert best is not None
-    return best[1], best[2]
+    # cands are in tie-break order
+    bounds = lower_bounds(ctx, call, cands)
+    found: dict[int, float] = {}
+    t_min = np.inf
+    for i in sorted(range(len(cands)), key=bounds.__getitem__):
+        if bounds[i] > t_min * (1 + _TIE):
+            break  # this one and every later one cannot win: never lowered
+        t = _estimate_shape(ctx, call, *cands[i])
+        found[i] = t
+        t_min = min(t_min, t)
+    win = min(i for i, t in found.items() if t <= t_min * (1 + _TIE))
+    return _label(*cands[win]), _lower_with(ctx, call, *cands[win])
+
+
+def _envelope(ctx: CommContext, batch: FlowBatch) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(latency, unit bytes, static rate) of the flows of a unit-byte phase that
+    can be its slowest at some size: per distinct latency, the flow with the
+    most seconds per byte (all flows when latencies are many). Cached."""
+    # the protocols of one shape share its cache (links, rates): key by batch too
+    key = ("envelope", id(ctx.capacity), id(batch))
+    hit = batch._cache.get(key)
+    if hit is None:
+        rates = batch.static_rates(ctx.capacity)
+        lat = np.broadcast_to(np.asarray(batch.latency, dtype=np.float64), rates.shape)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            per_byte = np.where(batch.nbytes > 0, batch.nbytes / rates, 0.0)
+        values, group = np.unique(lat, return_inverse=True)
+        if values.size * 64 < lat.size:
+            order = np.lexsort((per_byte, group))  # by group, then seconds per byte
+            last = np.flatnonzero(np.r_[group[order][1:] != group[order][:-1], True])
+            keep = order[last]
+        else:
+            keep = np.arange(lat.size)
+        hit = (lat[keep].copy(), batch.nbytes[keep].copy(), rates[keep].copy())
+        batch._cache[key] = hit
+    return hit
+
+
+def _estimate_shape(
+    ctx: CommContext, call: CollectiveCall, name: str, protocol: str | None
+) -> float:
+    """:func:`estimate_phases` of ``call`` lowered by ``name`` under ``protocol``,
+    from the cached envelope of its unit-byte shape (the same arithmetic on the
+    flows that can be slowest)."""
+    total = 0.0
+    for b in _shape(ctx, call, name, protocol):
+        if b.num_flows == 0:
+            continue
+        lat, unit, rates = _envelope(ctx, b)
+        nbytes = unit * call.nbytes
+        with np.errstate(divide="ignore", invalid="ignore"):
+            move = np.where(nbytes > 0, nbytes / rates, 0.0)
+        total += float((lat + move).max())
+    return total

@@ -220,18 +220,26 @@ class MaxMinNetwork(NetworkBackend):
             oid = self._next_owner
             self._next_owner += 1
             self._owners[oid] = owner
+            # Alone on an idle network, the flows get their static max-min rates:
+            # the same solve of the same flows, done once per collective shape.
+            known = part.known_rates(self.capacity) if self._flows.num_alive == 0 else None
             self._flows.compact_and_add(part, oid, self.env.now)
-            self._solve_all()
+            self._solve_all(known)
             self._reschedule()
 
-    def _solve_all(self) -> None:
-        """Rates of every live flow from scratch (all were brought to ``now``)."""
+    def _solve_all(self, known: np.ndarray | None = None) -> None:
+        """Rates of every live flow from scratch (all were brought to ``now``);
+        ``known``: those rates, when every live flow is of one batch that has them
+        (max-min rates do not depend on the order of the incidences)."""
         ft = self._flows
         # compact_and_add lays every flow's links out back to back: all entries
         # are the table itself, in flow order
         local = np.repeat(np.arange(ft.count), ft.nlinks)
         links = ft.links
-        rates = maxmin_rates(local, links, ft.count, self.capacity)
+        if known is not None and known.size == ft.count:
+            rates = known
+        else:
+            rates = maxmin_rates(local, links, ft.count, self.capacity)
         self.rate_updates += 1
         ft.set_rates(slice(None), rates, self.env.now)
         self._load = np.bincount(links, weights=rates[local], minlength=self.capacity.size)

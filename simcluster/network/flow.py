@@ -101,7 +101,16 @@ class FlowBatch:
 
             hit = maxmin_rates(self.entry_flow, self.entry_link, self.num_flows, capacity)
             self._cache[key] = hit
+            # the array itself, so that its id names it while the cache lives
+            self._cache[("rates_capacity", id(capacity))] = capacity
         return hit
+
+    def known_rates(self, capacity: np.ndarray) -> np.ndarray | None:
+        """:meth:`static_rates` if already computed for this very ``capacity``
+        array (the tuner's estimate computes them), else None."""
+        if self._cache.get(("rates_capacity", id(capacity))) is not capacity:
+            return None
+        return self._cache.get(("rates", id(capacity)))
 
     def select(self, mask: np.ndarray) -> FlowBatch:
         """The flows where ``mask`` is true, renumbered 0..k-1."""

@@ -621,8 +621,15 @@ def build_cluster(
             f"out of range for this topology (max_nodes = {spec.max_nodes})",
             f"1..{spec.max_nodes}",
         )
-    notes: list[str] = []
-    template = _template_from_spec(spec, file, notes)
+    hit = _TEMPLATES.get(id(spec))
+    if hit is None or hit[0] is not spec:
+        notes: list[str] = []
+        template = _template_from_spec(spec, file, notes)
+        if len(_TEMPLATES) >= 64:
+            _TEMPLATES.clear()
+        _TEMPLATES[id(spec)] = (spec, template, tuple(notes))
+    else:
+        template, notes = hit[1], list(hit[2])
     base = int(num_nodes) * len(template.edges)
     fabric = _fabric_from_spec(spec, int(num_nodes), base, len(template.nics), file, notes)
     name = spec.name or (Path(file).stem if file else "cluster")
@@ -673,12 +680,28 @@ def _resolve(name_or_path: str) -> Path:
     raise UnknownNameError("topology", s, list_topologies())
 
 
+#: node templates built from a spec object (kept alive beside them), by id
+_TEMPLATES: dict[int, tuple[TopologySpec, NodeTemplate, tuple[str, ...]]] = {}
+#: specs read from a file, by (path, modification time, size): a file read once
+#: per process serves every node count (the study's sizes, ``nodes_for``)
+_SPECS: dict[tuple[str, int, int], TopologySpec] = {}
+
+
 def load_topology(name_or_path: str, num_nodes: int | None = None) -> Cluster:
     """Load a shipped topology by name (``"puhti"``) or any ``.yaml`` path.
 
     ``num_nodes`` defaults to the file's ``default_nodes`` or else ``max_nodes``;
     outside ``1..max_nodes`` it is a :class:`~simcluster.errors.ConfigError`.
+    A file unchanged since it was last read (same path, mtime and size) is not
+    parsed again, and its node template is built once.
     """
     path = _resolve(name_or_path)
-    spec = read_spec(path)
+    st = path.stat()
+    key = (str(path.resolve()), st.st_mtime_ns, st.st_size)
+    spec = _SPECS.get(key)
+    if spec is None:
+        spec = read_spec(path)
+        if len(_SPECS) >= 64:
+            _SPECS.clear()
+        _SPECS[key] = spec
     return build_cluster(spec, num_nodes, file=str(path))
