@@ -98,6 +98,8 @@ def test_sequences_up_to_32k():
         ({"family": "resnet", "depth": 34, "width": 2}, "workload.model.width", "1"),
         ({"family": "resnet", "depth": 50, "stem": "cifa"}, "workload.model.stem", "'cifar'"),
         ({"family": "resnet", "depth": 18, "image": 0}, "workload.model.image", "1..8192"),
+        ({"family": ["gpt"], "layers": 2}, "workload.model.family", "bert, gpt"),
+        ({"family": "resnet", "depth": 50, "stem": ["cifar"]}, "workload.model.stem", "cifar"),
     ],
 )  # fmt: skip
 def test_bad_fields_name_path_and_what_is_allowed(spec, path, hint):

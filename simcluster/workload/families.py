@@ -175,7 +175,7 @@ def check_family(
     family = spec.get("family")
     if family is None:
         raise _err("family", None, "missing required field", sorted(FAMILIES))
-    if family not in FAMILIES:
+    if not isinstance(family, str) or family not in FAMILIES:
         raise _err(
             "family", family, "unknown model family", sorted(FAMILIES),
             did_you_mean(str(family), FAMILIES),
@@ -192,7 +192,7 @@ def check_family(
                        did_you_mean(str(key), allowed))  # fmt: skip
         rule = fields[key]
         if rule.kind == "str":
-            if value not in rule.choices:
+            if not isinstance(value, str) or value not in rule.choices:
                 raise _err(key, value, "not one of the allowed values", rule.allowed(),
                            did_you_mean(str(value), rule.choices))  # fmt: skip
             out[key] = value
