@@ -107,6 +107,18 @@ def test_protocol_ring_time_is_nccl_closed_form_on_one_node():
     assert estimate_phases(ctx, phases) == pytest.approx(want, rel=1e-3)
 
 
+def test_one_rank_per_node_ring_takes_the_tree_network_latency():
+    """NCCL's tuner (tuning.cc): with one rank per node the network latency is
+    fully exposed and the ring is charged the tree's NET step latency."""
+    ctx = _ctx("dgx-a100", 2)
+    p = ctx.protocols["LL"]
+    assert p.hop("tree", "net") != p.hop("ring", "net")
+    call = CollectiveCall("allreduce", ((0, 8),), 8.0, "ring", protocol="LL")
+    _, phases = lower(ctx, call)
+    want = p.base_latency_s["ring"] + 2 * p.hop("tree", "net")
+    assert estimate_phases(ctx, phases) == pytest.approx(want, rel=1e-3)
+
+
 def test_auto_picks_low_latency_protocol_small_and_simple_large():
     ctx = _ctx("dgx-a100", 2)
     group = (tuple(range(16)),)

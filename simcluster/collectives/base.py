@@ -102,6 +102,9 @@ class CommContext:
                 c: np.array([p.hop(fam, c) for p in ps]) for c in ("nvlink", "pcie", "net")
             }
             self.active["overhead"] = np.array([p.net_overhead_s for p in ps])
+            # tuning.cc: with one rank per node the network latency is fully
+            # exposed, so NCCL charges such rings the tree's network step latency
+            self.active["net_ppn1"] = np.array([p.hop("tree", "net") for p in ps])
             self.active["family"] = fam
         try:
             yield

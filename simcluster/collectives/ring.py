@@ -227,7 +227,9 @@ def protocol_ring_latency(ctx: CommContext, order: list[int], steps: int) -> np.
     cross the network when ``k`` of the ring's ``p`` hops leave a node (that is
     2(nodes - 1) for an allreduce), at the protocol's ``net`` step latency;
     the others take the mean latency of the ring's intra-node hops, at least
-    the protocol's ``net_overhead_s`` when the ring crosses nodes.
+    the protocol's ``net_overhead_s`` when the ring crosses nodes. A ring of one
+    rank per node takes the tree's ``net`` step latency, as NCCL's tuner does
+    when ranks per node is 1 (the network latency is then fully exposed).
     """
     act = ctx.active
     p = len(order)
@@ -252,7 +254,8 @@ def _ring_latency_sum(act: dict, total, n_intra: int, inter: int, p: int, steps:
     if inter == 0:
         return steps * (total / n_intra)
     if not n_intra:
-        return steps * act["net"]
+        # every hop leaves its node (one rank per node): NCCL's ppn == 1 case
+        return steps * act["net_ppn1"]
     n_inter = steps * (inter - 1) / (p - 1)
     a_intra = np.maximum(total / n_intra, act["overhead"])
     return (steps - n_inter) * a_intra + n_inter * act["net"]
