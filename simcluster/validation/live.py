@@ -66,6 +66,7 @@ class LiveReport:
     device: str
     link: dict[str, float]
     phases: list[PhaseResult] = field(default_factory=list)
+    gloo: Any = None
 
     def scored(self) -> list[PhaseResult]:
         return [p for p in self.phases if p.scored]
@@ -288,9 +289,18 @@ def _predicted_compute(profile, model_name: str, batch: int) -> dict[str, float]
     }
 
 
-def _programs(rank_ops: dict[int, list[dict[str, Any]]], compute: dict[str, float] | None):
-    """One rank class per rank (its own replayed compute, so skew between ranks and the
-    waiting it causes inside collectives are simulated too); op id -> phase."""
+def _programs(
+    rank_ops: dict[int, list[dict[str, Any]]],
+    compute: dict[str, float] | None,
+    gloo=None,
+):
+    """One rank class per rank; op id -> phase.
+
+    With a gloo model, a collective is a rendezvous of its group (zero bytes, zero
+    latency: it ends when the last rank arrives) followed by the model's seconds for
+    the op on that group, so a rank's collective time is its wait plus the cost.
+    Without one, the collective is lowered on the topology's links.
+    """
     from simcluster.program import CollectiveCall, RankClass, collective
     from simcluster.program import compute as compute_op
 
@@ -307,6 +317,15 @@ def _programs(rank_ops: dict[int, list[dict[str, Any]]], compute: dict[str, floa
                 t = compute[ph] if compute is not None and ph in compute else op["seconds"]
                 oid = f"{ph}@{i}"
                 prog.add(compute_op(oid, t, ph, prev))
+            elif gloo is not None:
+                groups = tuple(tuple(g) for g in op["groups"])
+                arrive = f"{ph}#{k}~arrive"
+                prog.add(collective(arrive, CollectiveCall("allreduce", groups, 0.0), ph, prev))
+                phase_of[arrive] = ph
+                mine = next(g for g in groups if r in g)
+                t = gloo.seconds(op["kind"], len(mine), float(op["nbytes"]))
+                oid = f"{ph}#{k}"
+                prog.add(compute_op(oid, t, ph, (arrive,), stream="comm"))
             else:
                 groups = tuple(tuple(g) for g in op["groups"])
                 call = CollectiveCall(op["kind"], groups, float(op["nbytes"]))
@@ -330,7 +349,9 @@ def _shown(p: Path) -> str:
     return str(p)
 
 
-def validate_live(path: str | Path, workdir: str | Path, profile: str | None = None) -> LiveReport:
+def validate_live(
+    path: str | Path, workdir: str | Path, profile: str | None = None, network: str | None = None
+) -> LiveReport:
     """Simulate every measured iteration of a live-run file; per-phase comparison.
 
     A file whose fields have the wrong shape (a null, a string for a number, a
@@ -340,14 +361,41 @@ def validate_live(path: str | Path, workdir: str | Path, profile: str | None = N
     if p.is_dir():
         raise ConfigError(str(p), "<root>", str(p), "is a folder, not a live-run file")
     try:
-        return _validate_live(path, workdir, profile)
+        return _validate_live(path, workdir, profile, network)
     except (KeyError, TypeError, ValueError, AttributeError, IndexError, ZeroDivisionError) as exc:
         raise ConfigError(
             str(p), "<root>", None, f"malformed live-run file ({type(exc).__name__}: {exc})"
         ) from None
 
 
-def _validate_live(path: str | Path, workdir: str | Path, profile: str | None) -> LiveReport:
+def _gloo_model(data: dict[str, Any], network: str | None):
+    """The gloo cost model: the run's own sweep (``calibrate.live`` measures it on its
+    processes before the patterns), else a network profile with a ``gloo`` section
+    (named, or ``gloo-localhost``); None when neither has one."""
+    from simcluster.network.gloo import GlooModel
+
+    if data.get("gloo") and not network:
+        return GlooModel(data["gloo"]["worlds"], "the run's own gloo sweep (same processes)")
+    from simcluster.paths import network_profiles_dir
+
+    name = network or "gloo-localhost"
+    f = network_profiles_dir() / f"{name}.json"
+    if not f.exists():
+        if network:
+            raise UserError(f"network profile {network!r} not found in {network_profiles_dir()}")
+        return None
+    prof = json.loads(f.read_text())
+    worlds = prof.get("network", {}).get("gloo", {}).get("worlds")
+    if not worlds:
+        if network:
+            raise UserError(f"network profile {network!r} has no gloo section (network.gloo)")
+        return None
+    return GlooModel(worlds, f"network profile {name}")
+
+
+def _validate_live(
+    path: str | Path, workdir: str | Path, profile: str | None, network: str | None = None
+) -> LiveReport:
     from simcluster.simulation import Simulation
 
     data = _load(path)
@@ -355,6 +403,9 @@ def _validate_live(path: str | Path, workdir: str | Path, profile: str | None) -
     cfg = data["config"]
     world = int(cfg["world_size"])
     link = link_costs(data["calibration"], world)
+    gloo = _gloo_model(data, network) if cfg.get("backend") == "gloo" else None
+    if gloo is not None:
+        link = {"bandwidth": link["bandwidth"], "overhead_s": 0.0}
     topo, net = _write_localhost(Path(workdir), cfg, link, str(path))
     sim = Simulation.for_topology(str(topo), world, str(net), "maxmin", nodes=int(cfg["nodes"]))
     engine, netp = sim.engine, sim.network_profile
@@ -364,13 +415,30 @@ def _validate_live(path: str | Path, workdir: str | Path, profile: str | None) -
     if cfg.get("module") or cfg.get("model") not in list_models():
         dev = None  # a model of the user's own (calibrate.live --module): nothing to predict
     compute = _predicted_compute(dev, cfg["model"], int(cfg["batch"])) if dev else None
+    share = 1.0
+    if compute is not None and gloo is not None:
+        # every process of this host computes at once: the measured sharing factor
+        share = gloo.share(world)
+        compute = {k: v * share for k, v in compute.items()}
     device_text = (
         f"{dev.describe()}: forward, backward, optimizer predicted"
+        + (
+            f", x{share:.2f} for {world} processes sharing the cores (measured)"
+            if share != 1.0
+            else ""
+        )  # fmt: skip
         if dev
         else "no measured device profile of this CPU in calibrate/profiles (run `simcluster "
         "calibrate`): every compute phase replayed from the run, not scored"
     )
-    report = LiveReport(str(path), cfg, f"{netp.describe()} on {topo.name}", device_text, link)
+    net_text = (
+        f"gloo model ({gloo.source}): alpha per message and beta per byte per op and "
+        f"process count, messages and bytes per gloo algorithm (simcluster.network.gloo)"
+        if gloo is not None
+        else f"{netp.describe()} on {topo.name}"
+    )
+    report = LiveReport(str(path), cfg, net_text, device_text, link)
+    report.gloo = gloo
     for pattern in cfg["patterns"]:
         per_rank = {r["rank"]: r["patterns"][pattern] for r in data["ranks"]}
         n_it = len(per_rank[0]["ops"])
@@ -378,25 +446,26 @@ def _validate_live(path: str | Path, workdir: str | Path, profile: str | None) -
         simulated: dict[str, list[float]] = {}
         for j in range(n_it):
             rank_ops = {r: pr["ops"][j] for r, pr in per_rank.items()}
-            classes, phase_of = _programs(rank_ops, compute)
+            classes, phase_of = _programs(rank_ops, compute, gloo)
             trace = engine.run(classes)
-            sim_rank: dict[int, dict[str, float]] = {}
+            sim_ops: dict[int, list[tuple[str, float]]] = {}
             for cls in classes:
-                tot: dict[str, float] = {}
-                for s in trace.class_spans(cls.name):
-                    ph = phase_of.get(s.op, s.category)
-                    tot[ph] = tot.get(ph, 0.0) + (s.end - s.start)
+                spans = [(phase_of.get(s.op, s.category), s.op, s.end - s.start)
+                         for s in trace.class_spans(cls.name)]  # fmt: skip
                 for r in cls.ranks:
-                    sim_rank[r] = tot
+                    sim_ops[r] = spans
             phases = list(dict.fromkeys(o["phase"] for ops in rank_ops.values() for o in ops))
             for ph in phases:
                 ranks = [r for r, ops in rank_ops.items() if any(o["phase"] == ph for o in ops)]
-                measured.setdefault(ph, []).append(
-                    statistics.mean(per_rank[r]["iterations"][j].get(ph, 0.0) for r in ranks)
-                )
-                simulated.setdefault(ph, []).append(
-                    statistics.mean(sim_rank[r].get(ph, 0.0) for r in ranks)
-                )
+                is_comm = any(o["phase"] == ph and o["kind"] != "compute"
+                              for ops in rank_ops.values() for o in ops)  # fmt: skip
+                m_val = _phase_value(
+                    {r: [(o["phase"], str(i), o["seconds"]) for i, o in enumerate(rank_ops[r])]
+                     for r in ranks}, ph, is_comm, measured=True, ops=rank_ops)  # fmt: skip
+                s_val = _phase_value({r: sim_ops[r] for r in ranks}, ph, is_comm, measured=False,
+                                     ops=rank_ops)  # fmt: skip
+                measured.setdefault(ph, []).append(m_val)
+                simulated.setdefault(ph, []).append(s_val)
             measured.setdefault("iteration", []).append(
                 statistics.mean(pr["iterations"][j]["iteration"] for pr in per_rank.values())
             )
@@ -418,3 +487,36 @@ def _validate_live(path: str | Path, workdir: str | Path, profile: str | None) -
             s = sum(simulated[ph]) / n_it
             report.phases.append(PhaseResult(pattern, ph, m, s, source))
     return report
+
+
+def _phase_value(
+    spans: dict[int, list[tuple[str, str, float]]],
+    phase: str,
+    is_comm: bool,
+    measured: bool,
+    ops: dict[int, list[dict[str, Any]]],
+) -> float:
+    """Seconds of ``phase`` in one iteration.
+
+    Compute: the mean over the ranks that run it. Collective: per call, the least
+    time over its ranks (the cost from the last rank's arrival, without the wait
+    for it, which a skewed arrival adds on the others), summed over the calls.
+    Measured spans are ``(phase, index, seconds)`` per op; simulated spans are the
+    trace's ``(phase, op id, seconds)`` (the arrival and the cost of a call add up).
+    """
+    if not is_comm:
+        return statistics.mean(sum(t for p, _, t in sp if p == phase) for sp in spans.values())
+    per_call: dict[str, list[float]] = {}
+    for sp in spans.values():
+        k = 0
+        acc: dict[str, float] = {}
+        for p, oid, t in sp:
+            if p != phase:
+                continue
+            key = oid.split("~", 1)[0] if not measured else f"{phase}#{k}"
+            if measured:
+                k += 1
+            acc[key] = acc.get(key, 0.0) + t
+        for key, t in acc.items():
+            per_call.setdefault(key, []).append(t)
+    return sum(min(v) for v in per_call.values())
