@@ -509,7 +509,11 @@ def _worker(rank: int, size: int, cfg: dict[str, Any], init: str | None) -> None
             "compute": sharing(cfg["share_rounds"], cfg["share_reps"]),
         }
     results: dict[str, Any] = {}
+    shares: list[Any] = []  # the CPU-sharing test between patterns (host load drifts)
+
     for name in cfg["patterns"]:
+        if host is not None:
+            shares.append(sharing(cfg["share_rounds"], cfg["share_reps"]))
         trainer = Trainer(cfg, world, device)
         rec = Recorder()
         run = RUNNERS[name]
@@ -521,6 +525,9 @@ def _worker(rank: int, size: int, cfg: dict[str, Any], init: str | None) -> None
             rec._phases["iteration"] = time.perf_counter() - t0
             rec.finish(it >= cfg["warmup"])
         results[name] = {"iterations": rec.iterations, "ops": rec.ops}
+    if host is not None:
+        shares.append(sharing(cfg["share_rounds"], cfg["share_reps"]))
+        host["shares"] = shares
     gathered: list[Any] = [None] * size
     mine = {"rank": rank, "calibration": cal, "patterns": results, "gloo": host}
     dist.all_gather_object(gathered, mine)
@@ -553,6 +560,18 @@ def _worker(rank: int, size: int, cfg: dict[str, Any], init: str | None) -> None
             from calibrate.gloo import fit, reduce_ranks
 
             world = reduce_ranks([g["gloo"] for g in gathered], cfg["share_reps"])
+            # per pattern: the sharing factor measured just before and just after it
+            factors = [
+                reduce_ranks(
+                    [{"ops": {}, "compute": g["gloo"]["shares"][i]} for g in gathered],
+                    cfg["share_reps"],
+                )["compute"]
+                for i in range(len(cfg["patterns"]) + 1)
+            ]
+            out["gloo_share_by_pattern"] = {
+                name: {"before": factors[i], "after": factors[i + 1]}
+                for i, name in enumerate(cfg["patterns"])
+            }
             out["gloo"] = {
                 "method": "calibrate.gloo's sweep and CPU-sharing test on these processes "
                 "before the patterns; constants fitted as calibrate.gloo does",

@@ -131,6 +131,21 @@ class GlooModel:
         f_hi = float(self.worlds[hi]["cpu_share_factor"])
         return f_lo + (f_hi - f_lo) * (world - lo) / (hi - lo)
 
+    def scaled(self, factor: float) -> GlooModel:
+        """The same model with every alpha and beta times ``factor`` (the host's CPU
+        sharing measured at another moment over the one of the sweep)."""
+        worlds = {}
+        for p, v in self.worlds.items():
+            w = dict(v)
+            for op in OPS:
+                if op in w:
+                    c = dict(w[op])
+                    c["alpha_s"] = float(c["alpha_s"]) * factor
+                    c["beta_s_per_byte"] = float(c["beta_s_per_byte"]) * factor
+                    w[op] = c
+            worlds[str(p)] = w
+        return GlooModel(worlds, self.source)
+
     def seconds(self, op: str, world: int, nbytes: float) -> float:
         """Seconds of ``op`` over ``world`` processes on ``nbytes`` (see cost_terms)."""
         if world < 2:

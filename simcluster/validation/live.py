@@ -36,7 +36,15 @@ import yaml
 
 from simcluster.errors import ConfigError, UserError
 
-__all__ = ["LiveReport", "PhaseResult", "validate_live", "live_files", "link_costs"]
+__all__ = [
+    "LiveReport",
+    "PhaseResult",
+    "validate_live",
+    "validate_series",
+    "combine",
+    "live_files",
+    "link_costs",
+]
 
 PREDICTED_COMPUTE = ("forward", "backward", "optimizer")
 
@@ -48,6 +56,8 @@ class PhaseResult:
     measured: float
     simulated: float
     source: str  # "network" | "profile" | "replayed" | "iteration"
+    #: over repeated runs: (least, greatest) measured seconds; measured is their median
+    spread: tuple[float, float] | None = None
 
     @property
     def scored(self) -> bool:
@@ -71,15 +81,39 @@ class LiveReport:
     def scored(self) -> list[PhaseResult]:
         return [p for p in self.phases if p.scored]
 
+    #: repeated runs this report is the median of (1: one run)
+    runs: int = 1
+
     def comm_errors(self) -> list[float]:
         return [abs(p.error) for p in self.phases if p.source == "network"]
+
+    def iteration_errors(self) -> list[float]:
+        return [abs(p.error) for p in self.phases if p.source == "iteration"]
+
+    def summary_line(self) -> str:
+        """Median |error| of the collective phases and of the iterations, worst iteration."""
+        parts = []
+        errs = self.comm_errors()
+        if errs:
+            parts.append(
+                f"collective phases: median |err| {statistics.median(errs) * 100:.1f}%, "
+                f"max {max(errs) * 100:.1f}% over {len(errs)}"
+            )
+        its = self.iteration_errors()
+        if its:
+            parts.append(
+                f"iterations: median |err| {statistics.median(its) * 100:.1f}%, "
+                f"worst {max(its) * 100:.1f}% over {len(its)} patterns"
+            )
+        return "; ".join(parts)
 
     def table(self) -> str:
         from simcluster.report import format_table, human_seconds
 
         c = self.config
+        runs = f" (median of {self.runs} runs)" if self.runs > 1 else ""
         head = (
-            f"live run {self.file}: {c['world_size']} {c['backend']} ranks, "
+            f"live run {self.file}{runs}: {c['world_size']} {c['backend']} ranks, "
             f"{c['nodes']} node(s) x {c['ranks_per_node']}, {c['model']} batch {c['batch']}, "
             f"{c['iterations']} measured iterations\n"
             f"  network: {self.network}; link {self.link['bandwidth'] / 1e9:.3g} GB/s, "
@@ -87,27 +121,19 @@ class LiveReport:
             f"  compute: {self.device}\n"
         )
         rows = []
+        spread = any(p.spread for p in self.phases)
         for p in self.phases:
             err = f"{p.error * 100:+.1f}%" if p.scored else "(replayed)"
-            rows.append(
-                [
-                    p.pattern,
-                    p.phase,
-                    human_seconds(p.measured),
-                    human_seconds(p.simulated),
-                    err,
-                    p.source,
-                ]
-            )
-        body = format_table(["pattern", "phase", "measured", "simulated", "error", "source"], rows)
-        errs = self.comm_errors()
-        tail = ""
-        if errs:
-            tail = (
-                f"\ncommunication phases: median |err| {statistics.median(errs) * 100:.1f}%, "
-                f"max {max(errs) * 100:.1f}% over {len(errs)}"
-            )
-        return head + body + tail
+            row = [p.pattern, p.phase, human_seconds(p.measured)]
+            if spread:
+                lo, hi = p.spread or (p.measured, p.measured)
+                row.append(f"{human_seconds(lo)} .. {human_seconds(hi)}")
+            rows.append(row + [human_seconds(p.simulated), err, p.source])
+        cols = ["pattern", "phase", "measured" + (" (median)" if spread else "")]
+        cols += ["measured range"] if spread else []
+        body = format_table(cols + ["simulated", "error", "source"], rows)
+        line = self.summary_line()
+        return head + body + (f"\n{line}" if line else "")
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -115,6 +141,7 @@ class LiveReport:
             "network": self.network,
             "device": self.device,
             "link": self.link,
+            "runs": self.runs,
             "phases": [
                 {
                     "pattern": p.pattern,
@@ -123,6 +150,7 @@ class LiveReport:
                     "simulated_s": p.simulated,
                     "error": p.error if p.scored else None,
                     "source": p.source,
+                    "measured_range_s": list(p.spread) if p.spread else None,
                 }
                 for p in self.phases
             ],
@@ -153,6 +181,75 @@ class LiveReport:
 
 def live_files(folder: Path) -> list[Path]:
     return sorted(folder.glob("*.json")) if folder.is_dir() else []
+
+
+def series_key(path: Path) -> str:
+    """Repeats of one run share a name up to ``-rN``: ``localhost-8x1-r3`` -> ``localhost-8x1``."""
+    import re
+
+    return re.sub(r"-r\d+$", "", path.stem)
+
+
+def combine(reports: list[LiveReport], name: str) -> LiveReport:
+    """Repeated runs of one configuration as one report: per pattern and phase the
+    median measured and the median simulated seconds (each run simulated with its own
+    calibration), with the measured range kept."""
+    if len(reports) == 1:
+        return reports[0]
+    first = reports[0]
+    out = LiveReport(name, first.config, first.network, first.device, first.link)
+    out.runs = len(reports)
+    keys = list(dict.fromkeys((p.pattern, p.phase) for r in reports for p in r.phases))
+    for key in keys:
+        got = [p for r in reports for p in r.phases if (p.pattern, p.phase) == key]
+        m = [p.measured for p in got]
+        out.phases.append(
+            PhaseResult(
+                key[0],
+                key[1],
+                statistics.median(m),
+                statistics.median(p.simulated for p in got),
+                got[0].source,
+                (min(m), max(m)),
+            )
+        )
+    return out
+
+
+def overall_line(reports: list[LiveReport]) -> str:
+    """The live set's targets in one line: collective phases and iterations over all
+    reports (each a median over its repeats)."""
+    comm = [e for r in reports for e in r.comm_errors()]
+    its = [(e, p.pattern, r.file) for r in reports for p in r.phases
+           if p.source == "iteration" for e in [abs(p.error)]]  # fmt: skip
+    parts = [f"live set over {len(reports)} configuration(s)"]
+    if comm:
+        parts.append(
+            f"collective phases median |err| {statistics.median(comm) * 100:.1f}% "
+            f"(max {max(comm) * 100:.1f}%, {len(comm)} phases)"
+        )
+    if its:
+        worst = max(its)
+        parts.append(
+            f"iterations median |err| {statistics.median(e for e, *_ in its) * 100:.1f}%, "
+            f"worst {worst[0] * 100:.1f}% ({worst[1]}, {worst[2]})"
+        )
+    return "; ".join(parts)
+
+
+def validate_series(
+    files: list[Path], workdir: str | Path, profile: str | None = None
+) -> list[LiveReport]:
+    """Every file validated, repeats (same name up to ``-rN``) combined by median."""
+    groups: dict[str, list[Path]] = {}
+    for f in files:
+        groups.setdefault(series_key(f), []).append(f)
+    out = []
+    for key, fs in groups.items():
+        reps = [validate_live(f, workdir, profile) for f in fs]
+        name = _shown(fs[0].parent / key) + ("-r*.json" if len(fs) > 1 else ".json")
+        out.append(combine(reps, name) if len(fs) > 1 else reps[0])
+    return out
 
 
 def _load(path: str | Path) -> dict[str, Any]:
@@ -416,10 +513,12 @@ def _validate_live(
         dev = None  # a model of the user's own (calibrate.live --module): nothing to predict
     compute = _predicted_compute(dev, cfg["model"], int(cfg["batch"])) if dev else None
     share = 1.0
+    alone = compute
     if compute is not None and gloo is not None:
         # every process of this host computes at once: the measured sharing factor
         share = gloo.share(world)
         compute = {k: v * share for k, v in compute.items()}
+    by_pattern = data.get("gloo_share_by_pattern") or {}
     device_text = (
         f"{dev.describe()}: forward, backward, optimizer predicted"
         + (
@@ -441,12 +540,22 @@ def _validate_live(
     report.gloo = gloo
     for pattern in cfg["patterns"]:
         per_rank = {r["rank"]: r["patterns"][pattern] for r in data["ranks"]}
+        pattern_compute, pattern_gloo = compute, gloo
+        if gloo is not None and pattern in by_pattern:
+            # the host's load drifts: the sharing test just before and just after this
+            # pattern (same processes) scales compute and every message's cost alike
+            f = statistics.mean(
+                float(by_pattern[pattern][k]["factor"]) for k in ("before", "after")
+            )
+            if alone is not None:
+                pattern_compute = {k: v * f for k, v in alone.items()}
+            pattern_gloo = gloo.scaled(f / gloo.share(world))
         n_it = len(per_rank[0]["ops"])
         measured: dict[str, list[float]] = {}
         simulated: dict[str, list[float]] = {}
         for j in range(n_it):
             rank_ops = {r: pr["ops"][j] for r, pr in per_rank.items()}
-            classes, phase_of = _programs(rank_ops, compute, gloo)
+            classes, phase_of = _programs(rank_ops, pattern_compute, pattern_gloo)
             trace = engine.run(classes)
             sim_ops: dict[int, list[tuple[str, float]]] = {}
             for cls in classes:
@@ -478,7 +587,7 @@ def _validate_live(
                 source = "iteration"
             elif kinds.get(ph) != "compute":
                 source = "network"
-            elif compute is not None and ph in compute:
+            elif pattern_compute is not None and ph in pattern_compute:
                 source = "profile"
             else:
                 source = "replayed"
