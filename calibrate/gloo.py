@@ -46,6 +46,11 @@ SIZES = [16, 256, 4096, 32768, 262144, 1 << 20, 4 << 20, 16 << 20]
 LIVE_MAX = {"allreduce": 16 << 20, "allgather": 1 << 20, "broadcast": 16 << 20}
 
 
+#: the skewed-arrival test: its size, and the suffix of its op names in the samples
+SKEW_BYTES = 4096
+SKEWED = "~skewed"
+
+
 class _Job:
     """The CPU job of the sharing test: conv 3x3 64->64 on 8x64x16x16, fwd + bwd."""
 
@@ -103,6 +108,25 @@ def sweep(sizes: list[int], reps: int, max_bytes: dict[str, int] | None = None) 
                 ts.append(time.perf_counter() - t0)
             rows.append({"nbytes": n, "samples_s": ts})
         out[op] = rows
+        # skewed arrival: the last rank computes first (the others block, asleep), as in
+        # training, where a collective follows each rank's own compute
+        job = _Job(torch)
+        x = torch.ones(SKEW_BYTES // 4)
+        o = torch.empty(size * x.numel()) if op == "allgather" else None
+        ts = []
+        for _ in range(2 * reps):
+            dist.barrier()
+            if dist.get_rank() == size - 1:
+                job(1)
+            t0 = time.perf_counter()
+            if op == "allreduce":
+                dist.all_reduce(x)
+            elif op == "allgather":
+                ag(o, x)
+            else:
+                dist.broadcast(x, src=0)
+            ts.append(time.perf_counter() - t0)
+        out[f"{op}{SKEWED}"] = [{"nbytes": SKEW_BYTES, "samples_s": ts}]
     return out
 
 
@@ -212,17 +236,24 @@ def measure(nproc: int, cfg: dict[str, Any]) -> dict[str, Any]:
 def fit(worlds: list[dict[str, Any]]) -> dict[str, Any]:
     """Per process count and op: alpha (s per message) and beta (s per byte) of the
     gloo model, non-negative least squares on relative errors over the sizes."""
-    from simcluster.network.gloo import fit_alpha_beta
+    from simcluster.network.gloo import cost_terms, fit_alpha_beta
 
     out: dict[str, Any] = {}
     for w in worlds:
         p = int(w["world"])
         entry: dict[str, Any] = {"cpu_share_factor": w["compute"]["factor"]}
         for op, samples in w["ops"].items():
+            if op.endswith(SKEWED):
+                continue
             # the mean, not the median: a phase sums many calls, and on a shared host
             # a call now and then waits a scheduler tick (4 ms here)
             pts = [(float(s["nbytes"]), float(s.get("mean_s", s["median_s"]))) for s in samples]
             entry[op] = fit_alpha_beta(op, p, pts)
+            skew = w["ops"].get(f"{op}{SKEWED}")
+            if skew:  # what waking blocked peers adds to a call, over the fit at that size
+                m, b = cost_terms(op, p, float(skew[0]["nbytes"]))
+                base = entry[op]["alpha_s"] * m + entry[op]["beta_s_per_byte"] * b
+                entry[op]["wake_s"] = max(0.0, float(skew[0]["mean_s"]) - base)
         out[str(p)] = entry
     return out
 

@@ -16,6 +16,10 @@ CPU tensors; the counts are what the fit's per-op constants multiply):
 - allgather, ring: P-1 steps, each forwarding one rank's n bytes;
 - broadcast, binomial tree: ceil(log2 P) rounds of n bytes.
 
+In training every rank computes before a collective, so ranks arrive apart and the
+early ones block; waking them costs ``wake_s`` per call (the sweep's skewed-arrival
+test: the last rank computes a few ms first). Live validation adds it to every call.
+
 A process count that was not measured takes the nearest measured one below it
 with alpha and beta scaled by the ratio of the CPU-sharing factors (measured at
 both; above the largest measured count, by P / P_max): more processes than
@@ -142,14 +146,29 @@ class GlooModel:
                     c = dict(w[op])
                     c["alpha_s"] = float(c["alpha_s"]) * factor
                     c["beta_s_per_byte"] = float(c["beta_s_per_byte"]) * factor
+                    if "wake_s" in c:
+                        c["wake_s"] = float(c["wake_s"]) * factor
                     w[op] = c
             worlds[str(p)] = w
         return GlooModel(worlds, self.source)
 
-    def seconds(self, op: str, world: int, nbytes: float) -> float:
-        """Seconds of ``op`` over ``world`` processes on ``nbytes`` (see cost_terms)."""
+    def wake(self, op: str, world: int) -> float:
+        """Seconds a call adds when its ranks arrive apart (the early ones block and
+        must be woken): measured by the sweep's skewed-arrival test, 0 if absent."""
+        if world < 2:
+            return 0.0
+        if world in self.worlds:
+            return float(self.worlds[world][op].get("wake_s", 0.0))
+        below = [p for p in self.worlds if p < world]
+        base = max(below) if below else min(self.worlds)
+        w = float(self.worlds[base][op].get("wake_s", 0.0))
+        return w * self.share(world) / self.share(base)
+
+    def seconds(self, op: str, world: int, nbytes: float, skewed: bool = False) -> float:
+        """Seconds of ``op`` over ``world`` processes on ``nbytes`` (see cost_terms),
+        plus the wake-up cost when ``skewed`` (ranks arrive at different times)."""
         if world < 2:
             return 0.0
         alpha, beta, _ = self.constants(op, world)
         m, b = cost_terms(op, world, nbytes)
-        return alpha * m + beta * b
+        return alpha * m + beta * b + (self.wake(op, world) if skewed else 0.0)

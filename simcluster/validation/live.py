@@ -420,7 +420,8 @@ def _programs(
                 prog.add(collective(arrive, CollectiveCall("allreduce", groups, 0.0), ph, prev))
                 phase_of[arrive] = ph
                 mine = next(g for g in groups if r in g)
-                t = gloo.seconds(op["kind"], len(mine), float(op["nbytes"]))
+                # every call follows each rank's own compute: ranks arrive apart
+                t = gloo.seconds(op["kind"], len(mine), float(op["nbytes"]), skewed=True)
                 oid = f"{ph}#{k}"
                 prog.add(compute_op(oid, t, ph, (arrive,), stream="comm"))
             else:
