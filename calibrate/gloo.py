@@ -1,6 +1,6 @@
 """Measure gloo on this host: collectives at several process counts, and CPU sharing.
 
-``python -m calibrate.gloo --nproc 2,4,8 --out calibrate/profiles/network/gloo-localhost.json``
+``python -m calibrate.gloo --nproc 2,4,8 --out calibrate/profiles/network/gloo-host.json``
 spawns P gloo processes (TCP loopback, one torch thread each, as ``calibrate.live``
 runs them) for each P and times, through the same torch.distributed calls the live
 patterns make:
@@ -264,7 +264,7 @@ def main(argv=None) -> int:
     p.add_argument("--reps", type=int, default=9, help="timed calls per op and size")
     p.add_argument("--compute-rounds", type=int, default=5)
     p.add_argument("--compute-reps", type=int, default=20)
-    p.add_argument("--out", default="calibrate/profiles/network/gloo-localhost.json")
+    p.add_argument("--out", default="calibrate/profiles/network/gloo-host.json")
     p.add_argument("--raw", help="also write the raw measurements here")
     p.add_argument("--from-raw", help="refit a raw file instead of measuring")
     a = p.parse_args(argv)
@@ -298,7 +298,7 @@ def main(argv=None) -> int:
         if a.raw:
             Path(a.raw).parent.mkdir(parents=True, exist_ok=True)
             Path(a.raw).write_text(json.dumps(raw, indent=1) + "\n")
-    prof = profile(raw)
+    prof = profile(raw, Path(a.out).stem)
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)
     Path(a.out).write_text(json.dumps(prof, indent=1) + "\n")
     for k, v in prof["network"]["gloo"]["worlds"].items():
@@ -331,13 +331,13 @@ def _machine() -> dict[str, Any]:
     }
 
 
-def profile(raw: dict[str, Any]) -> dict[str, Any]:
+def profile(raw: dict[str, Any], name: str = "gloo-host") -> dict[str, Any]:
     """The network profile (schema 1) with the gloo model constants and the samples."""
     cores = int(raw["machine"]["cpus"])
     fits = fit(raw["worlds"])
     return {
         "schema_version": 1,
-        "name": "gloo-localhost",
+        "name": name,
         "kind": "measured",
         "provenance": {
             "description": "gloo over TCP loopback between local processes (1 torch "

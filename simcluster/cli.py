@@ -240,7 +240,7 @@ def _calibrate_gloo(args: argparse.Namespace) -> int:
     """``simcluster calibrate gloo``: calibrate.gloo's sweep into a network profile."""
     from simcluster.paths import network_profiles_dir
 
-    out = Path(args.out) if args.out else network_profiles_dir() / "gloo-localhost.json"
+    out = Path(args.out) if args.out else network_profiles_dir() / "gloo-host.json"
     if out.suffix != ".json":
         raise ConfigError(None, "--out", str(out), "a profile file ends in .json")
     if out.exists() and not args.force:

@@ -469,14 +469,14 @@ def validate_live(
 def _gloo_model(data: dict[str, Any], network: str | None):
     """The gloo cost model: the run's own sweep (``calibrate.live`` measures it on its
     processes before the patterns), else a network profile with a ``gloo`` section
-    (named, or ``gloo-localhost``); None when neither has one."""
+    (named, or ``gloo-host``); None when neither has one."""
     from simcluster.network.gloo import GlooModel
 
     if data.get("gloo") and not network:
         return GlooModel(data["gloo"]["worlds"], "the run's own gloo sweep (same processes)")
     from simcluster.paths import network_profiles_dir
 
-    name = network or "gloo-localhost"
+    name = network or "gloo-host"
     f = network_profiles_dir() / f"{name}.json"
     if not f.exists():
         if network:
