@@ -247,7 +247,7 @@ def validate_series(
     out = []
     for key, fs in groups.items():
         reps = [validate_live(f, workdir, profile) for f in fs]
-        name = _shown(fs[0].parent / key) + (f"-r1..r{len(fs)}" if len(fs) > 1 else ".json")
+        name = _shown(fs[0].parent / key) + (f"-median-of-{len(fs)}" if len(fs) > 1 else ".json")
         out.append(combine(reps, name) if len(fs) > 1 else reps[0])
     return out
 
