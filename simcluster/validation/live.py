@@ -3,25 +3,32 @@
 The live JSON holds, per pattern and rank, every measured iteration's ops in order:
 compute phases (seconds) and collectives (op, groups, bytes). Each iteration is
 rebuilt as one program per rank where every op waits for the previous one, as the
-live program ran them, and simulated on a ``localhost`` cluster. A collective's
-time on a rank runs from that rank's arrival to the end, in the run and in the
-simulation alike, so waiting for a late rank is part of both:
+live program ran them, and simulated:
 
-- one node per ``ranks_per_node`` processes (template ``single_gpu`` or ``pcie``);
-  every link the processes' traffic crosses has the bandwidth derived from the
-  run's own allreduce calibration, latency 0, and the network profile's
-  per-message overhead carries the fitted start-up cost. With a ring allreduce of
-  P ranks, ``t = a + n b`` gives a link rate ``2 (P-1) / (P b)`` and a per-step
-  overhead ``a / (2 (P-1))``: measured constants from microbenchmarks of the same
-  processes, never fitted to the phases compared;
+- gloo runs: a collective is a rendezvous of its group (it ends when the last rank
+  arrives) followed by the seconds of :class:`simcluster.network.gloo.GlooModel`
+  (messages and bytes of gloo's algorithm, per-message and per-byte costs and a
+  wake-up cost per call, per op and process count) from the run's own sweep
+  (``calibrate.live`` measures it on its processes before the patterns), else from
+  the ``gloo-host`` network profile (``simcluster calibrate gloo``); the constants
+  are scaled by the host's CPU-sharing factor measured around each pattern over the
+  one measured at the sweep;
+- other backends, or gloo without a model: a ``localhost`` cluster whose links have
+  the bandwidth and per-message overhead of the run's allreduce calibration (ring:
+  ``t = a + n b`` gives a link rate ``2 (P-1) / (P b)`` and ``a / (2 (P-1))`` per step);
 - compute phases ``forward``, ``backward`` and ``optimizer`` are predicted from a
   device profile measured on this CPU (``simcluster calibrate``) when one is found
-  (or named); every other compute phase (packing, top-k, projection, ...) is
-  *replayed*: its measured time is put into the program and it is not scored.
+  (or named), times the CPU-sharing factor (calibrate.gloo's job on every process at
+  once over its thread CPU time alone, measured before and after each pattern);
+  every other compute phase (packing, top-k, projection, ...) is *replayed*: its
+  measured time is put into the program and it is not scored.
 
 Scored phases are the collectives, the predicted compute phases and the whole
-iteration. Errors are signed relative errors of the mean per iteration
-(averaged over the ranks that run the phase).
+iteration, as signed relative errors of the mean per iteration. A compute phase is
+the mean over the ranks that run it; a collective phase is, per call, the least time
+over its ranks (from the last rank's arrival to the end: the wait for a late rank
+is not the collective's cost), summed over the calls. Constants come from
+microbenchmarks of the same processes, never from the phases compared.
 """
 
 from __future__ import annotations
