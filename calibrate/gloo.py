@@ -9,9 +9,11 @@ patterns make:
   and ``broadcast`` (``dist.broadcast``) over a sweep of sizes; every rank times
   its own call after a barrier, and a sample is the least time over ranks (the
   collective's cost from the last rank's arrival, without the wait for it);
+- a skewed-arrival call per op (4 KiB; the last rank computes first while the others
+  block): what waking blocked peers adds to a call (``wake_s``);
 - ``compute``: the same CPU job (a 3x3 convolution forward + backward) timed on
-  every rank at once, and on rank 0 alone while the others sleep in a barrier:
-  their ratio is the CPU-sharing factor at P processes on this machine's cores.
+  every rank at once (wall), and on rank 0 alone (thread CPU time) while the others
+  sleep in a barrier: their ratio is the CPU-sharing factor at P processes here.
 
 The sweep is fitted to the gloo cost model of :mod:`simcluster.network.gloo`
 (per-message seconds ``alpha`` and per-byte seconds ``beta`` per process count;
@@ -350,9 +352,12 @@ def profile(raw: dict[str, Any], name: str = "gloo-host") -> dict[str, Any]:
             "torch.distributed after a barrier (per call the least time over ranks: from "
             "the last rank's arrival to the end; mean of the calls); per op, t = alpha * "
             "messages + beta * bytes with messages and bytes on the critical path from "
-            "simcluster.network.gloo.cost_terms, fitted by non-negative least squares on "
-            "relative errors; cpu_share_factor = the same conv job's wall time on every "
-            "rank at once over its thread CPU time alone (median of rounds)",
+            "simcluster.network.gloo.cost_terms: alpha = mean seconds per message over "
+            "the sizes <= 4 KiB, beta = median over the sizes >= 1 MiB of (t - alpha * "
+            "messages) / bytes (simcluster.network.gloo.fit_alpha_beta); wake_s = the "
+            "skewed-arrival test (the last rank computes the conv job once first) at "
+            "4 KiB minus the fit there; cpu_share_factor = the same conv job's wall time "
+            "on every rank at once over its thread CPU time alone (median of rounds)",
             "loadavg_1min": {
                 str(w["world"]): [w["loadavg_1min_start"], w["loadavg_1min_end"]]
                 for w in raw["worlds"]
