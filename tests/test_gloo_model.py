@@ -74,14 +74,14 @@ def test_collective_phase_is_least_over_ranks_summed_over_calls():
         0: [("allreduce", "a", 0.040), ("pack", "p", 0.5), ("allreduce", "b", 0.020)],
         1: [("allreduce", "a", 0.010), ("pack", "p", 0.7), ("allreduce", "b", 0.025)],
     }
-    assert _phase_value(spans, "allreduce", True, True, {}) == pytest.approx(0.030)
-    assert _phase_value(spans, "pack", False, True, {}) == pytest.approx(0.6)
+    assert _phase_value(spans, "allreduce", True, True) == pytest.approx(0.030)
+    assert _phase_value(spans, "pack", False, True) == pytest.approx(0.6)
     # simulated: a call's arrival and cost share one key
     sim = {
         0: [("allreduce", "allreduce#0~arrive", 0.003), ("allreduce", "allreduce#0", 0.010)],
         1: [("allreduce", "allreduce#0~arrive", 0.0), ("allreduce", "allreduce#0", 0.010)],
     }
-    assert _phase_value(sim, "allreduce", True, False, {}) == pytest.approx(0.010)
+    assert _phase_value(sim, "allreduce", True, False) == pytest.approx(0.010)
 
 
 def test_combine_takes_medians_and_keeps_range():

@@ -578,9 +578,8 @@ def _validate_live(
                               for ops in rank_ops.values() for o in ops)  # fmt: skip
                 m_val = _phase_value(
                     {r: [(o["phase"], str(i), o["seconds"]) for i, o in enumerate(rank_ops[r])]
-                     for r in ranks}, ph, is_comm, measured=True, ops=rank_ops)  # fmt: skip
-                s_val = _phase_value({r: sim_ops[r] for r in ranks}, ph, is_comm, measured=False,
-                                     ops=rank_ops)  # fmt: skip
+                     for r in ranks}, ph, is_comm, measured=True)  # fmt: skip
+                s_val = _phase_value({r: sim_ops[r] for r in ranks}, ph, is_comm, measured=False)
                 measured.setdefault(ph, []).append(m_val)
                 simulated.setdefault(ph, []).append(s_val)
             measured.setdefault("iteration", []).append(
@@ -611,7 +610,6 @@ def _phase_value(
     phase: str,
     is_comm: bool,
     measured: bool,
-    ops: dict[int, list[dict[str, Any]]],
 ) -> float:
     """Seconds of ``phase`` in one iteration.
 
