@@ -16,7 +16,9 @@ Each round, in separate processes:
 4. simcluster with ``workload: {trace: trace.json}``: ``ddp`` at 1 rank (compared with 2),
    and ``ddp`` at 2 ranks on the ``localhost`` topology whose link rate and per-message
    cost come from the live run's own allreduce calibration, as ``simcluster validate
-   --live`` builds it (compared with 3).
+   --live`` builds it (compared with 3); and again with every rank's compute slowed by
+   the live run's own CPU-sharing factor (``calibrate.gloo``'s test on the same two
+   processes around the pattern), since the trace was recorded by one process alone.
 
 Prints the signed errors and the load average before and after each round (the host is
 shared: say so when quoting the figures). Writes ``summary.json`` to ``--out``.
@@ -40,8 +42,14 @@ def _run(cmd: list[str]) -> None:
     subprocess.run(cmd, check=True, cwd=ROOT, stdout=subprocess.DEVNULL)
 
 
-def _scenario(trace: Path, batch: int, gpus: int, topology: str, network: str) -> dict:
+def _scenario(
+    trace: Path, batch: int, gpus: int, topology: str, network: str, share: float = 1.0
+) -> dict:
+    extra = {}
+    if share != 1.0:  # every rank shares the host's cores: all ranks' compute slowed alike
+        extra = {"heterogeneity": {"stragglers": {"fraction": 1.0, "slowdown": share}}}
     return {
+        **extra,
         "name": "trace-check",
         "topology": topology,
         "profile": "cpu-xeon-1core",
@@ -89,6 +97,13 @@ def one_round(a: argparse.Namespace, out: Path, k: int) -> dict:
     cfg = data["config"]
     topo, net = _write_localhost(out / f"live-{k}", cfg, link_costs(data["calibration"], 2), "")
     pred_2 = _predict(_scenario(trace, a.batch, 2, str(topo), str(net)))
+    # the live run's own CPU-sharing test (calibrate.gloo's job on both processes at
+    # once over alone, measured before the pattern): the trace was recorded alone
+    around = (data.get("gloo_share_by_pattern") or {}).get("ddp")
+    share = (
+        statistics.mean(float(around[k]["factor"]) for k in ("before", "after")) if around else 1.0
+    )
+    pred_2s = _predict(_scenario(trace, a.batch, 2, str(topo), str(net), share)) if around else None
     return {
         "round": k,
         "load_before": load0,
@@ -98,7 +113,10 @@ def one_round(a: argparse.Namespace, out: Path, k: int) -> dict:
                    "samples_s": json.loads(timed.read_text())["iterations_s"]},
         "ddp2": {"measured_s": measured_2, "predicted_s": pred_2,
                  "error": (pred_2 - measured_2) / measured_2, "samples_s": its,
-                 "live_compute_s": compute_2, "traced_compute_s": traced},
+                 "live_compute_s": compute_2, "traced_compute_s": traced,
+                 "cpu_share_factor": share, "predicted_shared_s": pred_2s,
+                 "error_shared": None if pred_2s is None
+                 else (pred_2s - measured_2) / measured_2},
     }  # fmt: skip
 
 
@@ -123,6 +141,10 @@ def main(argv: list[str] | None = None) -> int:
                   f"{x['predicted_s'] * 1e3:8.2f} ms, error {x['error'] * 100:+6.1f} %  "
                   f"(load {r['load_before'][0]:.2f} -> {r['load_after'][0]:.2f})")  # fmt: skip
         d = r["ddp2"]
+        if d["predicted_shared_s"] is not None:
+            print(f"round {k} ddp x 2, compute x{d['cpu_share_factor']:.2f} (the live run's "
+                  f"CPU-sharing test): predicted {d['predicted_shared_s'] * 1e3:8.2f} ms, "
+                  f"error {d['error_shared'] * 100:+6.1f} %")  # fmt: skip
         print(f"round {k} ddp x 2: live ranks' forward + backward + optimizer "
               f"{d['live_compute_s'] * 1e3:.2f} ms vs {d['traced_compute_s'] * 1e3:.2f} ms "
               "in the trace (CPU shared by both ranks and other work)")  # fmt: skip

@@ -257,6 +257,8 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         from calibrate import nccl_tests as cal_nccl
     if args.action == "nccl-tests":
         return cal_nccl.run(args)
+    if args.action == "gloo":
+        return _calibrate_gloo(args)
     if args.logs:
         raise UserError(f"calibrate {args.action}: unexpected arguments {' '.join(args.logs)}")
     try:
@@ -265,6 +267,29 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         if exc.name == "torch":
             raise UserError("calibrate needs torch: pip install 'simcluster[calibrate]'") from None
         raise
+
+
+def _calibrate_gloo(args: argparse.Namespace) -> int:
+    """``simcluster calibrate gloo``: calibrate.gloo's sweep into a network profile."""
+    from simcluster.paths import network_profiles_dir
+
+    out = Path(args.out) if args.out else network_profiles_dir() / "gloo-host.json"
+    if out.suffix != ".json":
+        raise ConfigError(None, "--out", str(out), "a profile file ends in .json")
+    if out.exists() and not args.force:
+        raise ConfigError(None, "--out", str(out), "file exists; pass --force to overwrite it")
+    nproc = args.nproc or "2,4,8"
+    try:
+        counts = [int(x) for x in nproc.split(",") if x.strip()]
+    except ValueError:
+        counts = []
+    if not counts or any(n < 2 for n in counts):
+        raise ConfigError(None, "--nproc", nproc, "not a comma list of integers >= 2", "2,4,8")
+    try:
+        from simcluster.calibrate import gloo as cal_gloo
+    except ModuleNotFoundError:
+        from calibrate import gloo as cal_gloo
+    return cal_gloo.main(["--nproc", nproc, "--out", str(out)])
 
 
 def cmd_nccl_tests(args: argparse.Namespace) -> int:
@@ -382,15 +407,17 @@ def build_parser() -> argparse.ArgumentParser:
         description="measure (default): time real kernels on --device and write a measured "
         "profile + network profile; derive: transfer a measured profile to a target spec "
         "sheet; check: simulated vs measured forward+backward of a ResNet; nccl-tests LOG "
-        "[LOG ...]: fit a measured network profile to nccl-tests stdout",
+        "[LOG ...]: fit a measured network profile to nccl-tests stdout; gloo: gloo's "
+        "collectives and CPU sharing at --nproc local processes (network profile)",
     )
     c.add_argument(
         "action",
         nargs="?",
         default="measure",
-        choices=["measure", "derive", "check", "nccl-tests"],
-        help="measure (default), derive, check or nccl-tests; see the description above",
+        choices=["measure", "derive", "check", "nccl-tests", "gloo"],
+        help="measure (default), derive, check, nccl-tests or gloo; see the description above",
     )
+    c.add_argument("--nproc", help="gloo: comma list of process counts (default 2,4,8)")
     c.add_argument("logs", nargs="*", help="nccl-tests: stdout logs of nccl-tests runs")
     c.add_argument("--topology", help="nccl-tests: topology the logs ran on (default dgx-a100)")
     c.add_argument("--base-profile", help="nccl-tests: network profile to start from (nccl-spec)")

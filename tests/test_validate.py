@@ -211,7 +211,8 @@ def test_validate_cli_bad_set_is_one_line_exit_2():
 
 
 def test_recorded_live_run_validates(tmp_path):
-    rep = validate_live(ROOT / "scenarios/references/live/localhost-2x1.json", tmp_path)
+    rep = validate_live(ROOT / "scenarios/references/live/localhost-2x1-r1.json", tmp_path)
+    assert "gloo model (the run's own gloo sweep" in rep.network
     got = {(p.pattern, p.phase): p for p in rep.phases}
     for key in [
         ("ddp", "allreduce"),

@@ -22,7 +22,10 @@ each phase timed on every rank:
   ones sparsified and allgathered, per buffer.
 
 Before the patterns, an allreduce sweep over sizes (same processes, same machine)
-gives ``t = a + n * b``, the link costs the simulator's ``localhost`` topology uses.
+gives ``t = a + n * b``, the link costs the simulator's ``localhost`` topology uses;
+on gloo, calibrate.gloo's sweep (allreduce, allgather, broadcast, a skewed-arrival
+test) and CPU-sharing test run too, and the sharing test again before each pattern
+and after the last: the constants of :mod:`simcluster.network.gloo`.
 Rank 0 writes the exact configuration, the calibration, every op (collective,
 groups, bytes) and every rank's per-phase, per-iteration seconds to JSON;
 ``simcluster validate --live FILE`` simulates the same ops and reports the error

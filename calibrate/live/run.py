@@ -499,8 +499,21 @@ def _worker(rank: int, size: int, cfg: dict[str, Any], init: str | None) -> None
     per_node = cfg["ranks_per_node"] or default
     world = World(rank, size, per_node, backend)
     cal = calibrate_allreduce(cfg["calibration_sizes"], cfg["calibration_reps"], device)
+    host: dict[str, Any] | None = None
+    if backend == "gloo" and cfg.get("gloo_calibration", True):
+        from calibrate.gloo import LIVE_MAX, SIZES, sharing, sweep
+
+        # the gloo model's constants, measured on these processes before the patterns
+        host = {
+            "ops": sweep(SIZES, cfg["calibration_reps"], LIVE_MAX),
+            "compute": sharing(cfg["share_rounds"], cfg["share_reps"]),
+        }
     results: dict[str, Any] = {}
+    shares: list[Any] = []  # the CPU-sharing test between patterns (host load drifts)
+
     for name in cfg["patterns"]:
+        if host is not None:
+            shares.append(sharing(cfg["share_rounds"], cfg["share_reps"]))
         trainer = Trainer(cfg, world, device)
         rec = Recorder()
         run = RUNNERS[name]
@@ -512,8 +525,12 @@ def _worker(rank: int, size: int, cfg: dict[str, Any], init: str | None) -> None
             rec._phases["iteration"] = time.perf_counter() - t0
             rec.finish(it >= cfg["warmup"])
         results[name] = {"iterations": rec.iterations, "ops": rec.ops}
+    if host is not None:
+        shares.append(sharing(cfg["share_rounds"], cfg["share_reps"]))
+        host["shares"] = shares
     gathered: list[Any] = [None] * size
-    dist.all_gather_object(gathered, {"rank": rank, "calibration": cal, "patterns": results})
+    mine = {"rank": rank, "calibration": cal, "patterns": results, "gloo": host}
+    dist.all_gather_object(gathered, mine)
     if rank == 0:
         out = {
             "schema": "simcluster-live/1",
@@ -536,8 +553,31 @@ def _worker(rank: int, size: int, cfg: dict[str, Any], init: str | None) -> None
                 "command": " ".join(sys.argv),
             },
             "calibration": gathered[0]["calibration"],
+            "loadavg": {"start": cfg.get("_load_start"), "end": list(os.getloadavg())},
             "ranks": [{"rank": g["rank"], "patterns": g["patterns"]} for g in gathered],
         }
+        if host is not None:
+            from calibrate.gloo import fit, reduce_ranks
+
+            world = reduce_ranks([g["gloo"] for g in gathered], cfg["share_reps"])
+            # per pattern: the sharing factor measured just before and just after it
+            factors = [
+                reduce_ranks(
+                    [{"ops": {}, "compute": g["gloo"]["shares"][i]} for g in gathered],
+                    cfg["share_reps"],
+                )["compute"]
+                for i in range(len(cfg["patterns"]) + 1)
+            ]
+            out["gloo_share_by_pattern"] = {
+                name: {"before": factors[i], "after": factors[i + 1]}
+                for i, name in enumerate(cfg["patterns"])
+            }
+            out["gloo"] = {
+                "method": "calibrate.gloo's sweep and CPU-sharing test on these processes "
+                "before the patterns; constants fitted as calibrate.gloo does",
+                "worlds": fit([world]),
+                "samples": world,
+            }
         Path(cfg["out"]).parent.mkdir(parents=True, exist_ok=True)
         Path(cfg["out"]).write_text(json.dumps(out, indent=1) + "\n")
     dist.barrier()
@@ -606,6 +646,11 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument(
         "--calibration-reps", type=int, default=7, help="repeats per collective calibration size"
     )
+    p.add_argument(
+        "--no-gloo-calibration",
+        action="store_true",
+        help="skip the gloo model's sweep (allreduce, allgather, broadcast, CPU sharing)",
+    )
     p.add_argument("--out", default="results/live/live.json", help="live-run JSON to write")
     return p.parse_args(argv)
 
@@ -657,6 +702,11 @@ def main(argv=None) -> int:
         "ranks_per_node": a.ranks_per_node,
         "calibration_sizes": [1 << s for s in range(10, 25, 2)],
         "calibration_reps": a.calibration_reps,
+        "gloo_calibration": not a.no_gloo_calibration,
+        "share_rounds": 3,
+        "share_reps": 10,
+        "intra_op_threads": a.threads,
+        "_load_start": list(os.getloadavg()),
         "out": a.out,
     }
     if a.nproc:

@@ -35,7 +35,7 @@ def add_arguments(v: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from simcluster.report import ProgressBar
     from simcluster.validation.cases import load_references, references_dir
-    from simcluster.validation.live import live_files, validate_live
+    from simcluster.validation.live import live_files, validate_live, validate_series
     from simcluster.validation.report import case_table, plot_scatter, summary, summary_table
     from simcluster.validation.runner import run_cases
 
@@ -63,8 +63,7 @@ def run(args: argparse.Namespace) -> int:
             folder = (
                 Path(args.references) / "live" if args.references else references_dir() / "live"
             )
-            for f in live_files(folder):
-                live_reports.append(validate_live(f, out / "live"))
+            live_reports += validate_series(live_files(folder), out / "live")
     for rep in live_reports:
         results += rep.case_results()
     out.mkdir(parents=True, exist_ok=True)
@@ -91,6 +90,11 @@ def run(args: argparse.Namespace) -> int:
         print()
     if results and not args.live:
         print(case_table(results))
+        print()
+    if len(live_reports) > 1:
+        from simcluster.validation.live import overall_line
+
+        print(overall_line(live_reports))
         print()
     if results:
         print(summary_table(results))

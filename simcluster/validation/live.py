@@ -3,25 +3,32 @@
 The live JSON holds, per pattern and rank, every measured iteration's ops in order:
 compute phases (seconds) and collectives (op, groups, bytes). Each iteration is
 rebuilt as one program per rank where every op waits for the previous one, as the
-live program ran them, and simulated on a ``localhost`` cluster. A collective's
-time on a rank runs from that rank's arrival to the end, in the run and in the
-simulation alike, so waiting for a late rank is part of both:
+live program ran them, and simulated:
 
-- one node per ``ranks_per_node`` processes (template ``single_gpu`` or ``pcie``);
-  every link the processes' traffic crosses has the bandwidth derived from the
-  run's own allreduce calibration, latency 0, and the network profile's
-  per-message overhead carries the fitted start-up cost. With a ring allreduce of
-  P ranks, ``t = a + n b`` gives a link rate ``2 (P-1) / (P b)`` and a per-step
-  overhead ``a / (2 (P-1))``: measured constants from microbenchmarks of the same
-  processes, never fitted to the phases compared;
+- gloo runs: a collective is a rendezvous of its group (it ends when the last rank
+  arrives) followed by the seconds of :class:`simcluster.network.gloo.GlooModel`
+  (messages and bytes of gloo's algorithm, per-message and per-byte costs and a
+  wake-up cost per call, per op and process count) from the run's own sweep
+  (``calibrate.live`` measures it on its processes before the patterns), else from
+  the ``gloo-host`` network profile (``simcluster calibrate gloo``); the constants
+  are scaled by the host's CPU-sharing factor measured around each pattern over the
+  one measured at the sweep;
+- other backends, or gloo without a model: a ``localhost`` cluster whose links have
+  the bandwidth and per-message overhead of the run's allreduce calibration (ring:
+  ``t = a + n b`` gives a link rate ``2 (P-1) / (P b)`` and ``a / (2 (P-1))`` per step);
 - compute phases ``forward``, ``backward`` and ``optimizer`` are predicted from a
   device profile measured on this CPU (``simcluster calibrate``) when one is found
-  (or named); every other compute phase (packing, top-k, projection, ...) is
-  *replayed*: its measured time is put into the program and it is not scored.
+  (or named), times the CPU-sharing factor (calibrate.gloo's job on every process at
+  once over its thread CPU time alone, measured before and after each pattern);
+  every other compute phase (packing, top-k, projection, ...) is *replayed*: its
+  measured time is put into the program and it is not scored.
 
 Scored phases are the collectives, the predicted compute phases and the whole
-iteration. Errors are signed relative errors of the mean per iteration
-(averaged over the ranks that run the phase).
+iteration, as signed relative errors of the mean per iteration. A compute phase is
+the mean over the ranks that run it; a collective phase is, per call, the least time
+over its ranks (from the last rank's arrival to the end: the wait for a late rank
+is not the collective's cost), summed over the calls. Constants come from
+microbenchmarks of the same processes, never from the phases compared.
 """
 
 from __future__ import annotations
@@ -36,7 +43,15 @@ import yaml
 
 from simcluster.errors import ConfigError, UserError
 
-__all__ = ["LiveReport", "PhaseResult", "validate_live", "live_files", "link_costs"]
+__all__ = [
+    "LiveReport",
+    "PhaseResult",
+    "validate_live",
+    "validate_series",
+    "combine",
+    "live_files",
+    "link_costs",
+]
 
 PREDICTED_COMPUTE = ("forward", "backward", "optimizer")
 
@@ -48,6 +63,8 @@ class PhaseResult:
     measured: float
     simulated: float
     source: str  # "network" | "profile" | "replayed" | "iteration"
+    #: over repeated runs: (least, greatest) measured seconds; measured is their median
+    spread: tuple[float, float] | None = None
 
     @property
     def scored(self) -> bool:
@@ -66,19 +83,44 @@ class LiveReport:
     device: str
     link: dict[str, float]
     phases: list[PhaseResult] = field(default_factory=list)
+    gloo: Any = None
 
     def scored(self) -> list[PhaseResult]:
         return [p for p in self.phases if p.scored]
 
+    #: repeated runs this report is the median of (1: one run)
+    runs: int = 1
+
     def comm_errors(self) -> list[float]:
         return [abs(p.error) for p in self.phases if p.source == "network"]
+
+    def iteration_errors(self) -> list[float]:
+        return [abs(p.error) for p in self.phases if p.source == "iteration"]
+
+    def summary_line(self) -> str:
+        """Median |error| of the collective phases and of the iterations, worst iteration."""
+        parts = []
+        errs = self.comm_errors()
+        if errs:
+            parts.append(
+                f"collective phases: median |err| {statistics.median(errs) * 100:.1f}%, "
+                f"max {max(errs) * 100:.1f}% over {len(errs)}"
+            )
+        its = self.iteration_errors()
+        if its:
+            parts.append(
+                f"iterations: median |err| {statistics.median(its) * 100:.1f}%, "
+                f"worst {max(its) * 100:.1f}% over {len(its)} patterns"
+            )
+        return "; ".join(parts)
 
     def table(self) -> str:
         from simcluster.report import format_table, human_seconds
 
         c = self.config
+        runs = f" (median of {self.runs} runs)" if self.runs > 1 else ""
         head = (
-            f"live run {self.file}: {c['world_size']} {c['backend']} ranks, "
+            f"live run {self.file}{runs}: {c['world_size']} {c['backend']} ranks, "
             f"{c['nodes']} node(s) x {c['ranks_per_node']}, {c['model']} batch {c['batch']}, "
             f"{c['iterations']} measured iterations\n"
             f"  network: {self.network}; link {self.link['bandwidth'] / 1e9:.3g} GB/s, "
@@ -86,27 +128,19 @@ class LiveReport:
             f"  compute: {self.device}\n"
         )
         rows = []
+        spread = any(p.spread for p in self.phases)
         for p in self.phases:
             err = f"{p.error * 100:+.1f}%" if p.scored else "(replayed)"
-            rows.append(
-                [
-                    p.pattern,
-                    p.phase,
-                    human_seconds(p.measured),
-                    human_seconds(p.simulated),
-                    err,
-                    p.source,
-                ]
-            )
-        body = format_table(["pattern", "phase", "measured", "simulated", "error", "source"], rows)
-        errs = self.comm_errors()
-        tail = ""
-        if errs:
-            tail = (
-                f"\ncommunication phases: median |err| {statistics.median(errs) * 100:.1f}%, "
-                f"max {max(errs) * 100:.1f}% over {len(errs)}"
-            )
-        return head + body + tail
+            row = [p.pattern, p.phase, human_seconds(p.measured)]
+            if spread:
+                lo, hi = p.spread or (p.measured, p.measured)
+                row.append(f"{human_seconds(lo)} .. {human_seconds(hi)}")
+            rows.append(row + [human_seconds(p.simulated), err, p.source])
+        cols = ["pattern", "phase", "measured" + (" (median)" if spread else "")]
+        cols += ["measured range"] if spread else []
+        body = format_table(cols + ["simulated", "error", "source"], rows)
+        line = self.summary_line()
+        return head + body + (f"\n{line}" if line else "")
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -114,6 +148,7 @@ class LiveReport:
             "network": self.network,
             "device": self.device,
             "link": self.link,
+            "runs": self.runs,
             "phases": [
                 {
                     "pattern": p.pattern,
@@ -122,6 +157,7 @@ class LiveReport:
                     "simulated_s": p.simulated,
                     "error": p.error if p.scored else None,
                     "source": p.source,
+                    "measured_range_s": list(p.spread) if p.spread else None,
                 }
                 for p in self.phases
             ],
@@ -152,6 +188,75 @@ class LiveReport:
 
 def live_files(folder: Path) -> list[Path]:
     return sorted(folder.glob("*.json")) if folder.is_dir() else []
+
+
+def series_key(path: Path) -> str:
+    """Repeats of one run share a name up to ``-rN``: ``localhost-8x1-r3`` -> ``localhost-8x1``."""
+    import re
+
+    return re.sub(r"-r\d+$", "", path.stem)
+
+
+def combine(reports: list[LiveReport], name: str) -> LiveReport:
+    """Repeated runs of one configuration as one report: per pattern and phase the
+    median measured and the median simulated seconds (each run simulated with its own
+    calibration), with the measured range kept."""
+    if len(reports) == 1:
+        return reports[0]
+    first = reports[0]
+    out = LiveReport(name, first.config, first.network, first.device, first.link)
+    out.runs = len(reports)
+    keys = list(dict.fromkeys((p.pattern, p.phase) for r in reports for p in r.phases))
+    for key in keys:
+        got = [p for r in reports for p in r.phases if (p.pattern, p.phase) == key]
+        m = [p.measured for p in got]
+        out.phases.append(
+            PhaseResult(
+                key[0],
+                key[1],
+                statistics.median(m),
+                statistics.median(p.simulated for p in got),
+                got[0].source,
+                (min(m), max(m)),
+            )
+        )
+    return out
+
+
+def overall_line(reports: list[LiveReport]) -> str:
+    """The live set's targets in one line: collective phases and iterations over all
+    reports (each a median over its repeats)."""
+    comm = [e for r in reports for e in r.comm_errors()]
+    its = [(e, p.pattern, r.file) for r in reports for p in r.phases
+           if p.source == "iteration" for e in [abs(p.error)]]  # fmt: skip
+    parts = [f"live set over {len(reports)} configuration(s)"]
+    if comm:
+        parts.append(
+            f"collective phases median |err| {statistics.median(comm) * 100:.1f}% "
+            f"(max {max(comm) * 100:.1f}%, {len(comm)} phases)"
+        )
+    if its:
+        worst = max(its)
+        parts.append(
+            f"iterations median |err| {statistics.median(e for e, *_ in its) * 100:.1f}%, "
+            f"worst {worst[0] * 100:.1f}% ({worst[1]}, {worst[2]})"
+        )
+    return "; ".join(parts)
+
+
+def validate_series(
+    files: list[Path], workdir: str | Path, profile: str | None = None
+) -> list[LiveReport]:
+    """Every file validated, repeats (same name up to ``-rN``) combined by median."""
+    groups: dict[str, list[Path]] = {}
+    for f in files:
+        groups.setdefault(series_key(f), []).append(f)
+    out = []
+    for key, fs in groups.items():
+        reps = [validate_live(f, workdir, profile) for f in fs]
+        name = _shown(fs[0].parent / key) + (f"-median-of-{len(fs)}" if len(fs) > 1 else ".json")
+        out.append(combine(reps, name) if len(fs) > 1 else reps[0])
+    return out
 
 
 def _load(path: str | Path) -> dict[str, Any]:
@@ -288,9 +393,18 @@ def _predicted_compute(profile, model_name: str, batch: int) -> dict[str, float]
     }
 
 
-def _programs(rank_ops: dict[int, list[dict[str, Any]]], compute: dict[str, float] | None):
-    """One rank class per rank (its own replayed compute, so skew between ranks and the
-    waiting it causes inside collectives are simulated too); op id -> phase."""
+def _programs(
+    rank_ops: dict[int, list[dict[str, Any]]],
+    compute: dict[str, float] | None,
+    gloo=None,
+):
+    """One rank class per rank; op id -> phase.
+
+    With a gloo model, a collective is a rendezvous of its group (zero bytes, zero
+    latency: it ends when the last rank arrives) followed by the model's seconds for
+    the op on that group, so a rank's collective time is its wait plus the cost.
+    Without one, the collective is lowered on the topology's links.
+    """
     from simcluster.program import CollectiveCall, RankClass, collective
     from simcluster.program import compute as compute_op
 
@@ -307,6 +421,16 @@ def _programs(rank_ops: dict[int, list[dict[str, Any]]], compute: dict[str, floa
                 t = compute[ph] if compute is not None and ph in compute else op["seconds"]
                 oid = f"{ph}@{i}"
                 prog.add(compute_op(oid, t, ph, prev))
+            elif gloo is not None:
+                groups = tuple(tuple(g) for g in op["groups"])
+                arrive = f"{ph}#{k}~arrive"
+                prog.add(collective(arrive, CollectiveCall("allreduce", groups, 0.0), ph, prev))
+                phase_of[arrive] = ph
+                mine = next(g for g in groups if r in g)
+                # every call follows each rank's own compute: ranks arrive apart
+                t = gloo.seconds(op["kind"], len(mine), float(op["nbytes"]), skewed=True)
+                oid = f"{ph}#{k}"
+                prog.add(compute_op(oid, t, ph, (arrive,), stream="comm"))
             else:
                 groups = tuple(tuple(g) for g in op["groups"])
                 call = CollectiveCall(op["kind"], groups, float(op["nbytes"]))
@@ -330,7 +454,9 @@ def _shown(p: Path) -> str:
     return str(p)
 
 
-def validate_live(path: str | Path, workdir: str | Path, profile: str | None = None) -> LiveReport:
+def validate_live(
+    path: str | Path, workdir: str | Path, profile: str | None = None, network: str | None = None
+) -> LiveReport:
     """Simulate every measured iteration of a live-run file; per-phase comparison.
 
     A file whose fields have the wrong shape (a null, a string for a number, a
@@ -340,14 +466,41 @@ def validate_live(path: str | Path, workdir: str | Path, profile: str | None = N
     if p.is_dir():
         raise ConfigError(str(p), "<root>", str(p), "is a folder, not a live-run file")
     try:
-        return _validate_live(path, workdir, profile)
+        return _validate_live(path, workdir, profile, network)
     except (KeyError, TypeError, ValueError, AttributeError, IndexError, ZeroDivisionError) as exc:
         raise ConfigError(
             str(p), "<root>", None, f"malformed live-run file ({type(exc).__name__}: {exc})"
         ) from None
 
 
-def _validate_live(path: str | Path, workdir: str | Path, profile: str | None) -> LiveReport:
+def _gloo_model(data: dict[str, Any], network: str | None):
+    """The gloo cost model: the run's own sweep (``calibrate.live`` measures it on its
+    processes before the patterns), else a network profile with a ``gloo`` section
+    (named, or ``gloo-host``); None when neither has one."""
+    from simcluster.network.gloo import GlooModel
+
+    if data.get("gloo") and not network:
+        return GlooModel(data["gloo"]["worlds"], "the run's own gloo sweep (same processes)")
+    from simcluster.paths import network_profiles_dir
+
+    name = network or "gloo-host"
+    f = network_profiles_dir() / f"{name}.json"
+    if not f.exists():
+        if network:
+            raise UserError(f"network profile {network!r} not found in {network_profiles_dir()}")
+        return None
+    prof = json.loads(f.read_text())
+    worlds = prof.get("network", {}).get("gloo", {}).get("worlds")
+    if not worlds:
+        if network:
+            raise UserError(f"network profile {network!r} has no gloo section (network.gloo)")
+        return None
+    return GlooModel(worlds, f"network profile {name}")
+
+
+def _validate_live(
+    path: str | Path, workdir: str | Path, profile: str | None, network: str | None = None
+) -> LiveReport:
     from simcluster.simulation import Simulation
 
     data = _load(path)
@@ -355,6 +508,9 @@ def _validate_live(path: str | Path, workdir: str | Path, profile: str | None) -
     cfg = data["config"]
     world = int(cfg["world_size"])
     link = link_costs(data["calibration"], world)
+    gloo = _gloo_model(data, network) if cfg.get("backend") == "gloo" else None
+    if gloo is not None:
+        link = {"bandwidth": link["bandwidth"], "overhead_s": 0.0}
     topo, net = _write_localhost(Path(workdir), cfg, link, str(path))
     sim = Simulation.for_topology(str(topo), world, str(net), "maxmin", nodes=int(cfg["nodes"]))
     engine, netp = sim.engine, sim.network_profile
@@ -364,39 +520,68 @@ def _validate_live(path: str | Path, workdir: str | Path, profile: str | None) -
     if cfg.get("module") or cfg.get("model") not in list_models():
         dev = None  # a model of the user's own (calibrate.live --module): nothing to predict
     compute = _predicted_compute(dev, cfg["model"], int(cfg["batch"])) if dev else None
+    share = 1.0
+    alone = compute
+    if compute is not None and gloo is not None:
+        # every process of this host computes at once: the measured sharing factor
+        share = gloo.share(world)
+        compute = {k: v * share for k, v in compute.items()}
+    by_pattern = data.get("gloo_share_by_pattern") or {}
     device_text = (
         f"{dev.describe()}: forward, backward, optimizer predicted"
+        + (
+            f", x{share:.2f} for {world} processes sharing the cores (measured)"
+            if share != 1.0
+            else ""
+        )  # fmt: skip
         if dev
         else "no measured device profile of this CPU in calibrate/profiles (run `simcluster "
         "calibrate`): every compute phase replayed from the run, not scored"
     )
-    report = LiveReport(str(path), cfg, f"{netp.describe()} on {topo.name}", device_text, link)
+    net_text = (
+        f"gloo model ({gloo.source}): alpha per message and beta per byte per op and "
+        f"process count, messages and bytes per gloo algorithm (simcluster.network.gloo)"
+        if gloo is not None
+        else f"{netp.describe()} on {topo.name}"
+    )
+    report = LiveReport(str(path), cfg, net_text, device_text, link)
+    report.gloo = gloo
     for pattern in cfg["patterns"]:
         per_rank = {r["rank"]: r["patterns"][pattern] for r in data["ranks"]}
+        pattern_compute, pattern_gloo = compute, gloo
+        if gloo is not None and pattern in by_pattern:
+            # the host's load drifts: the sharing test just before and just after this
+            # pattern (same processes) scales compute and every message's cost alike
+            f = statistics.mean(
+                float(by_pattern[pattern][k]["factor"]) for k in ("before", "after")
+            )
+            if alone is not None:
+                pattern_compute = {k: v * f for k, v in alone.items()}
+            pattern_gloo = gloo.scaled(f / gloo.share(world))
         n_it = len(per_rank[0]["ops"])
         measured: dict[str, list[float]] = {}
         simulated: dict[str, list[float]] = {}
         for j in range(n_it):
             rank_ops = {r: pr["ops"][j] for r, pr in per_rank.items()}
-            classes, phase_of = _programs(rank_ops, compute)
+            classes, phase_of = _programs(rank_ops, pattern_compute, pattern_gloo)
             trace = engine.run(classes)
-            sim_rank: dict[int, dict[str, float]] = {}
+            sim_ops: dict[int, list[tuple[str, float]]] = {}
             for cls in classes:
-                tot: dict[str, float] = {}
-                for s in trace.class_spans(cls.name):
-                    ph = phase_of.get(s.op, s.category)
-                    tot[ph] = tot.get(ph, 0.0) + (s.end - s.start)
+                spans = [(phase_of.get(s.op, s.category), s.op, s.end - s.start)
+                         for s in trace.class_spans(cls.name)]  # fmt: skip
                 for r in cls.ranks:
-                    sim_rank[r] = tot
+                    sim_ops[r] = spans
             phases = list(dict.fromkeys(o["phase"] for ops in rank_ops.values() for o in ops))
             for ph in phases:
                 ranks = [r for r, ops in rank_ops.items() if any(o["phase"] == ph for o in ops)]
-                measured.setdefault(ph, []).append(
-                    statistics.mean(per_rank[r]["iterations"][j].get(ph, 0.0) for r in ranks)
-                )
-                simulated.setdefault(ph, []).append(
-                    statistics.mean(sim_rank[r].get(ph, 0.0) for r in ranks)
-                )
+                is_comm = any(o["phase"] == ph and o["kind"] != "compute"
+                              for ops in rank_ops.values() for o in ops)  # fmt: skip
+                m_val = _phase_value(
+                    {r: [(o["phase"], str(i), o["seconds"]) for i, o in enumerate(rank_ops[r])]
+                     for r in ranks}, ph, is_comm, measured=True)  # fmt: skip
+                s_val = _phase_value({r: sim_ops[r] for r in ranks}, ph, is_comm, measured=False)
+                measured.setdefault(ph, []).append(m_val)
+                simulated.setdefault(ph, []).append(s_val)
             measured.setdefault("iteration", []).append(
                 statistics.mean(pr["iterations"][j]["iteration"] for pr in per_rank.values())
             )
@@ -409,7 +594,7 @@ def _validate_live(path: str | Path, workdir: str | Path, profile: str | None) -
                 source = "iteration"
             elif kinds.get(ph) != "compute":
                 source = "network"
-            elif compute is not None and ph in compute:
+            elif pattern_compute is not None and ph in pattern_compute:
                 source = "profile"
             else:
                 source = "replayed"
@@ -418,3 +603,35 @@ def _validate_live(path: str | Path, workdir: str | Path, profile: str | None) -
             s = sum(simulated[ph]) / n_it
             report.phases.append(PhaseResult(pattern, ph, m, s, source))
     return report
+
+
+def _phase_value(
+    spans: dict[int, list[tuple[str, str, float]]],
+    phase: str,
+    is_comm: bool,
+    measured: bool,
+) -> float:
+    """Seconds of ``phase`` in one iteration.
+
+    Compute: the mean over the ranks that run it. Collective: per call, the least
+    time over its ranks (the cost from the last rank's arrival, without the wait
+    for it, which a skewed arrival adds on the others), summed over the calls.
+    Measured spans are ``(phase, index, seconds)`` per op; simulated spans are the
+    trace's ``(phase, op id, seconds)`` (the arrival and the cost of a call add up).
+    """
+    if not is_comm:
+        return statistics.mean(sum(t for p, _, t in sp if p == phase) for sp in spans.values())
+    per_call: dict[str, list[float]] = {}
+    for sp in spans.values():
+        k = 0
+        acc: dict[str, float] = {}
+        for p, oid, t in sp:
+            if p != phase:
+                continue
+            key = oid.split("~", 1)[0] if not measured else f"{phase}#{k}"
+            if measured:
+                k += 1
+            acc[key] = acc.get(key, 0.0) + t
+        for key, t in acc.items():
+            per_call.setdefault(key, []).append(t)
+    return sum(min(v) for v in per_call.values())

@@ -1,0 +1,174 @@
+"""Gloo over TCP on one host: per-collective message counts and bytes, and their cost.
+
+A gloo collective on P processes is a sequence of messages on the critical path;
+each costs a per-message time ``alpha`` (syscalls, the wake-up of gloo's threads,
+torch's dispatch; the mean of small calls) and moves bytes at ``1 / beta``
+bytes/s (loopback copy and, for allreduce, the reduction). Both are measured per op
+and process count by
+``python -m calibrate.gloo`` (and by every ``calibrate.live`` run on its own
+processes), so they include what P processes sharing this host's cores cost
+each other.
+
+Algorithms (gloo's collectives as torch's ProcessGroupGloo calls them for dense
+CPU tensors; the counts are what the fit's per-op constants multiply):
+
+- allreduce, ring: reduce-scatter then allgather, 2(P-1) steps of n/P bytes;
+- allgather, ring: P-1 steps, each forwarding one rank's n bytes;
+- broadcast, binomial tree: ceil(log2 P) rounds of n bytes.
+
+In training every rank computes before a collective, so ranks arrive apart and the
+early ones block; waking them costs ``wake_s`` per call (the sweep's skewed-arrival
+test: the last rank computes a few ms first). Live validation adds it to every call.
+
+A process count that was not measured takes the nearest measured one below it
+with alpha and beta scaled by the ratio of the CPU-sharing factors (measured at
+both; above the largest measured count, by P / P_max): more processes than
+cores slow every message as they slow compute.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+__all__ = ["OPS", "cost_terms", "fit_alpha_beta", "GlooModel"]
+
+OPS = ("allreduce", "allgather", "broadcast")
+
+
+def cost_terms(op: str, world: int, nbytes: float) -> tuple[float, float]:
+    """(messages, bytes) on the critical path of ``op`` over ``world`` processes.
+
+    nbytes: the buffer in bytes (allgather: each rank's contribution).
+    """
+    p = int(world)
+    if p < 2:
+        return 0.0, 0.0
+    if op == "allreduce":
+        return 2.0 * (p - 1), 2.0 * (p - 1) / p * nbytes
+    if op == "allgather":
+        return float(p - 1), (p - 1) * nbytes
+    if op == "broadcast":
+        r = math.ceil(math.log2(p))
+        return float(r), r * nbytes
+    raise ValueError(f"gloo model: unknown collective {op!r}; known: {', '.join(OPS)}")
+
+
+#: sizes (bytes) at or below which a call is all start-up, and at or above which the
+#: bytes dominate; between them the points only check the model
+SMALL_BYTES = 4096
+LARGE_BYTES = 1 << 20
+
+
+def fit_alpha_beta(op: str, world: int, points: Sequence[tuple[float, float]]) -> dict[str, Any]:
+    """alpha (s/message) and beta (s/byte) from ``points`` = (bytes, mean seconds).
+
+    alpha: the mean over the small sizes of seconds per message; beta: the median
+    over the large sizes of (seconds - alpha * messages) / bytes, at least 0. A
+    sweep without one of the regimes falls back to least squares on relative errors.
+    Returns them with the median and max relative error over every point.
+    """
+    terms = [cost_terms(op, world, n) for n, _ in points]
+    small = [t / m for (n, t), (m, _) in zip(points, terms, strict=True) if n <= SMALL_BYTES]
+    large = [(t - 0.0, m, b) for (n, t), (m, b) in zip(points, terms, strict=True)
+             if n >= LARGE_BYTES and b > 0]  # fmt: skip
+    if small and large:
+        alpha = float(np.mean(small))
+        beta = max(0.0, float(np.median([(t - alpha * m) / b for t, m, b in large])))
+    else:
+        y = np.array([t for _, t in points], dtype=np.float64)
+        a = np.array(terms, dtype=np.float64) / y[:, None]
+        coef, *_ = np.linalg.lstsq(a, np.ones(len(points)), rcond=None)
+        alpha, beta = max(0.0, float(coef[0])), max(0.0, float(coef[1]))
+    errs = np.array([abs((alpha * m + beta * b - t) / t)
+                     for (_, t), (m, b) in zip(points, terms, strict=True)])  # fmt: skip
+    return {
+        "alpha_s": alpha,
+        "beta_s_per_byte": beta,
+        "rel_err_median": float(np.median(errs)),
+        "rel_err_max": float(errs.max()),
+        "points": len(points),
+    }
+
+
+class GlooModel:
+    """Seconds of a gloo collective from measured per-op constants per process count.
+
+    worlds: ``{"P": {"cpu_share_factor": f, op: {"alpha_s", "beta_s_per_byte"}}}``
+    (a network profile's ``network.gloo.worlds``, or a live run's own sweep).
+    """
+
+    def __init__(self, worlds: Mapping[str, Mapping[str, Any]], source: str = "") -> None:
+        if not worlds:
+            raise ValueError("gloo model: no measured process counts")
+        self.worlds = {int(k): v for k, v in worlds.items()}
+        self.source = source
+
+    def constants(self, op: str, world: int) -> tuple[float, float, str]:
+        """(alpha, beta, how) for ``op`` on ``world`` processes."""
+        if world in self.worlds:
+            c = self.worlds[world][op]
+            return float(c["alpha_s"]), float(c["beta_s_per_byte"]), f"measured at P={world}"
+        below = [p for p in self.worlds if p < world]
+        base = max(below) if below else min(self.worlds)
+        share = self.share(world) / self.share(base)
+        c = self.worlds[base][op]
+        how = f"P={base} scaled by CPU sharing x{share:.2f}"
+        return float(c["alpha_s"]) * share, float(c["beta_s_per_byte"]) * share, how
+
+    def share(self, world: int) -> float:
+        """CPU-sharing factor at ``world`` processes: measured, or interpolated
+        linearly in P between measured counts, or P / P_max times the largest."""
+        if world in self.worlds:
+            return float(self.worlds[world]["cpu_share_factor"])
+        ps = sorted(self.worlds)
+        if world > ps[-1]:
+            return float(self.worlds[ps[-1]]["cpu_share_factor"]) * world / ps[-1]
+        if world < ps[0]:
+            return float(self.worlds[ps[0]]["cpu_share_factor"])
+        hi = min(p for p in ps if p > world)
+        lo = max(p for p in ps if p < world)
+        f_lo = float(self.worlds[lo]["cpu_share_factor"])
+        f_hi = float(self.worlds[hi]["cpu_share_factor"])
+        return f_lo + (f_hi - f_lo) * (world - lo) / (hi - lo)
+
+    def scaled(self, factor: float) -> GlooModel:
+        """The same model with every alpha and beta times ``factor`` (the host's CPU
+        sharing measured at another moment over the one of the sweep)."""
+        worlds = {}
+        for p, v in self.worlds.items():
+            w = dict(v)
+            for op in OPS:
+                if op in w:
+                    c = dict(w[op])
+                    c["alpha_s"] = float(c["alpha_s"]) * factor
+                    c["beta_s_per_byte"] = float(c["beta_s_per_byte"]) * factor
+                    if "wake_s" in c:
+                        c["wake_s"] = float(c["wake_s"]) * factor
+                    w[op] = c
+            worlds[str(p)] = w
+        return GlooModel(worlds, self.source)
+
+    def wake(self, op: str, world: int) -> float:
+        """Seconds a call adds when its ranks arrive apart (the early ones block and
+        must be woken): measured by the sweep's skewed-arrival test, 0 if absent."""
+        if world < 2:
+            return 0.0
+        if world in self.worlds:
+            return float(self.worlds[world][op].get("wake_s", 0.0))
+        below = [p for p in self.worlds if p < world]
+        base = max(below) if below else min(self.worlds)
+        w = float(self.worlds[base][op].get("wake_s", 0.0))
+        return w * self.share(world) / self.share(base)
+
+    def seconds(self, op: str, world: int, nbytes: float, skewed: bool = False) -> float:
+        """Seconds of ``op`` over ``world`` processes on ``nbytes`` (see cost_terms),
+        plus the wake-up cost when ``skewed`` (ranks arrive at different times)."""
+        if world < 2:
+            return 0.0
+        alpha, beta, _ = self.constants(op, world)
+        m, b = cost_terms(op, world, nbytes)
+        return alpha * m + beta * b + (self.wake(op, world) if skewed else 0.0)

@@ -1,0 +1,114 @@
+"""The gloo host model: message counts per algorithm, the fit, CPU-sharing scaling,
+and how live validation scores collectives and combines repeated runs."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from simcluster.network.gloo import GlooModel, cost_terms, fit_alpha_beta
+from simcluster.validation.live import LiveReport, PhaseResult, _phase_value, combine, series_key
+
+
+@pytest.mark.parametrize("p", [2, 3, 4, 8, 16])
+def test_cost_terms_closed_form(p):
+    n = 1e6
+    assert cost_terms("allreduce", p, n) == (2 * (p - 1), 2 * (p - 1) / p * n)
+    assert cost_terms("allgather", p, n) == (p - 1, (p - 1) * n)
+    r = math.ceil(math.log2(p))
+    assert cost_terms("broadcast", p, n) == (r, r * n)
+    assert cost_terms("allreduce", 1, n) == (0.0, 0.0)
+
+
+def test_cost_terms_unknown_op():
+    with pytest.raises(ValueError, match="unknown collective 'alltoall'"):
+        cost_terms("alltoall", 4, 1.0)
+
+
+@pytest.mark.parametrize("op", ["allreduce", "allgather", "broadcast"])
+@pytest.mark.parametrize("p", [2, 4, 8])
+def test_fit_recovers_alpha_beta(op, p):
+    alpha, beta = 150e-6, 0.8e-9
+    sizes = [16, 256, 4096, 32768, 262144, 1 << 20, 4 << 20, 16 << 20]
+    pts = []
+    for n in sizes:
+        m, b = cost_terms(op, p, n)
+        pts.append((float(n), alpha * m + beta * b))
+    f = fit_alpha_beta(op, p, pts)
+    # the small sizes carry a little of beta: alpha within 1 %, beta within 1 %
+    assert f["alpha_s"] == pytest.approx(alpha, rel=0.01)
+    assert f["beta_s_per_byte"] == pytest.approx(beta, rel=0.01)
+    assert f["rel_err_max"] < 0.02
+
+
+def _worlds():
+    c = {"alpha_s": 1e-4, "beta_s_per_byte": 1e-9}
+    return {
+        "2": {"cpu_share_factor": 1.5, "allreduce": c, "allgather": c, "broadcast": c},
+        "8": {"cpu_share_factor": 6.0, "allreduce": c, "allgather": c, "broadcast": c},
+    }
+
+
+def test_model_seconds_and_sharing():
+    g = GlooModel(_worlds())
+    assert g.seconds("allreduce", 2, 1e6) == pytest.approx(2 * 1e-4 + 1e6 * 1e-9)
+    assert g.share(2) == 1.5 and g.share(8) == 6.0
+    assert g.share(4) == pytest.approx(1.5 + 4.5 * 2 / 6)  # linear between measured counts
+    assert g.share(16) == pytest.approx(12.0)  # P / P_max beyond the largest
+    # an unmeasured count: the nearest below, scaled by the sharing ratio
+    a, b, how = g.constants("allreduce", 4)
+    assert a == pytest.approx(1e-4 * g.share(4) / 1.5) and "P=2" in how
+    assert g.seconds("allreduce", 1, 1e6) == 0.0
+
+
+def test_model_scaled():
+    g = GlooModel(_worlds()).scaled(2.0)
+    assert g.seconds("broadcast", 2, 0.0) == pytest.approx(2e-4)
+    assert g.share(2) == 1.5  # the factors themselves stay
+
+
+def test_collective_phase_is_least_over_ranks_summed_over_calls():
+    # two ranks, two calls of "allreduce": rank 0 waited 30 ms in the first
+    spans = {
+        0: [("allreduce", "a", 0.040), ("pack", "p", 0.5), ("allreduce", "b", 0.020)],
+        1: [("allreduce", "a", 0.010), ("pack", "p", 0.7), ("allreduce", "b", 0.025)],
+    }
+    assert _phase_value(spans, "allreduce", True, True) == pytest.approx(0.030)
+    assert _phase_value(spans, "pack", False, True) == pytest.approx(0.6)
+    # simulated: a call's arrival and cost share one key
+    sim = {
+        0: [("allreduce", "allreduce#0~arrive", 0.003), ("allreduce", "allreduce#0", 0.010)],
+        1: [("allreduce", "allreduce#0~arrive", 0.0), ("allreduce", "allreduce#0", 0.010)],
+    }
+    assert _phase_value(sim, "allreduce", True, False) == pytest.approx(0.010)
+
+
+def test_combine_takes_medians_and_keeps_range():
+    def rep(m, s):
+        cfg = {"world_size": 2, "backend": "gloo", "nodes": 2, "ranks_per_node": 1,
+               "model": "resnet18-cifar", "batch": 8, "iterations": 3}  # fmt: skip
+        r = LiveReport("f", cfg, "n", "d", {"bandwidth": 1.0, "overhead_s": 0.0})
+        r.phases.append(PhaseResult("ddp", "allreduce", m, s, "network"))
+        return r
+
+    out = combine([rep(1.0, 1.1), rep(3.0, 0.9), rep(2.0, 1.0)], "series")
+    (p,) = out.phases
+    assert (p.measured, p.simulated, p.spread) == (2.0, 1.0, (1.0, 3.0))
+    assert out.runs == 3 and "median of 3 runs" in out.table()
+
+
+def test_series_key():
+    from pathlib import Path
+
+    assert series_key(Path("x/localhost-8x1-r3.json")) == "localhost-8x1"
+    assert series_key(Path("x/localhost-2x1.json")) == "localhost-2x1"
+
+
+def test_calibrate_gloo_bad_input_exit_2(tmp_path, capsys):
+    from simcluster.cli import main
+
+    assert main(["calibrate", "gloo", "--nproc", "1,4", "--out", str(tmp_path / "g.json")]) == 2
+    assert "--nproc" in capsys.readouterr().err
+    assert main(["calibrate", "gloo", "--out", str(tmp_path / "g.yaml")]) == 2
+    assert "ends in .json" in capsys.readouterr().err
