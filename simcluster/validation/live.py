@@ -19,8 +19,10 @@ live program ran them, and simulated:
 - compute phases ``forward``, ``backward`` and ``optimizer`` are predicted from a
   device profile measured on this CPU (``simcluster calibrate``) when one is found
   (or named), times the CPU-sharing factor (calibrate.gloo's job on every process at
-  once over its thread CPU time alone, measured before and after each pattern);
-  every other compute phase (packing, top-k, projection, ...) is *replayed*: its
+  once over its thread CPU time alone, measured before and after each pattern) and
+  times the host's speed then (that job's thread CPU time alone over the profile's
+  seconds for it: on a shared virtual machine a CPU second does less work when the
+  host is busy); every other compute phase (packing, top-k, projection, ...) is *replayed*: its
   measured time is put into the program and it is not scored.
 
 Scored phases are the collectives, the predicted compute phases and the whole
