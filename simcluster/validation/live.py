@@ -19,8 +19,10 @@ live program ran them, and simulated:
 - compute phases ``forward``, ``backward`` and ``optimizer`` are predicted from a
   device profile measured on this CPU (``simcluster calibrate``) when one is found
   (or named), times the CPU-sharing factor (calibrate.gloo's job on every process at
-  once over its thread CPU time alone, measured before and after each pattern);
-  every other compute phase (packing, top-k, projection, ...) is *replayed*: its
+  once over its thread CPU time alone, measured before and after each pattern) and
+  times the host's speed then (that job's thread CPU time alone over the profile's
+  seconds for it: on a shared virtual machine a CPU second does less work when the
+  host is busy); every other compute phase (packing, top-k, projection, ...) is *replayed*: its
   measured time is put into the program and it is not scored.
 
 Scored phases are the collectives, the predicted compute phases and the whole
@@ -34,6 +36,7 @@ microbenchmarks of the same processes, never from the phases compared.
 from __future__ import annotations
 
 import json
+import re
 import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -377,20 +380,61 @@ def _find_cpu_profile(machine: dict[str, Any], name: str | None):
 
 
 def _predicted_compute(profile, model_name: str, batch: int) -> dict[str, float]:
+    """Seconds of the live step's forward (with the loss), backward and optimizer from
+    the device profile alone: the layer sum, where the first layer takes no input
+    gradient (the batch needs none), and the backward also adds every new weight
+    gradient into ``.grad`` (``calibrate.live`` zeroes with ``set_to_none=False``): one
+    elementwise pass reading both and writing one, 3 x the gradient bytes."""
     from simcluster.workload import build_model
 
     model = build_model(model_name, 32, 10)
     fwd = sum(profile.layer_time(layer, batch, "fp32", "fwd") for layer in model.layers)
     bwd = sum(
-        profile.layer_time(layer, batch, "fp32", "bwd_input")
+        (profile.layer_time(layer, batch, "fp32", "bwd_input") if i else 0.0)
         + profile.layer_time(layer, batch, "fp32", "bwd_weight")
-        for layer in model.layers
+        for i, layer in enumerate(model.layers)
     )
+    bwd += profile.elementwise_time(3.0 * model.gradient_bytes(4))
     return {
         "forward": fwd,
         "backward": bwd,
         "optimizer": profile.optimizer_time(model.params, "fp32"),
     }
+
+
+#: ``calibrate.gloo``'s CPU-sharing job, as the profile prices it: conv 3x3 64->64 with
+#: bias on 8 x 64 x 16 x 16, forward + weight gradient (its input takes none)
+_JOB = {"cin": 64, "cout": 64, "k": 3, "side": 16, "batch": 8}
+
+
+def _job_seconds(profile) -> float:
+    """The profile's seconds for one call of the sharing test's CPU job."""
+    from simcluster.workload.model import FMap, conv2d
+
+    j = _JOB
+    layer, _ = conv2d("sharing-job", FMap(j["cin"], j["side"], j["side"]), j["cout"], j["k"],
+                      1, 1, bias=True)  # fmt: skip
+    return profile.layer_time(layer, j["batch"], "fp32", "fwd") + profile.layer_time(
+        layer, j["batch"], "fp32", "bwd_weight"
+    )
+
+
+def _host_speed(profile, tests: list[dict[str, Any]]) -> float | None:
+    """This host's thread-CPU seconds per profile second at the run: the sharing test's
+    job run alone (rank 0, thread CPU time, the profile's clock; median of each test's
+    rounds, mean over ``tests``) over the profile's seconds for the same job. Thread CPU
+    time on this (virtual) machine is not load-free: a core does less work per CPU
+    second when the host is busy (the profile's canary, fp32 256^3 matmul: 0.184 ms at
+    calibration, 0.21-0.28 ms on 2026-11-26 13:00 UTC, ``bench/live_compute_gap.py
+    --breakdown``). None when a test lacks its job's repetitions or samples."""
+    ratios = []
+    for t in tests:
+        m = re.match(r"\s*(\d+)\s*x\s*conv3x3", str(t.get("job", "")))
+        alone = t.get("alone_s") or []
+        if not m or not alone:
+            return None
+        ratios.append(statistics.median(float(a) for a in alone) / int(m.group(1)))
+    return statistics.mean(ratios) / _job_seconds(profile) if ratios else None
 
 
 def _programs(
@@ -546,6 +590,7 @@ def _validate_live(
     )
     report = LiveReport(str(path), cfg, net_text, device_text, link)
     report.gloo = gloo
+    speeds: list[float] = []
     for pattern in cfg["patterns"]:
         per_rank = {r["rank"]: r["patterns"][pattern] for r in data["ranks"]}
         pattern_compute, pattern_gloo = compute, gloo
@@ -556,7 +601,11 @@ def _validate_live(
                 float(by_pattern[pattern][k]["factor"]) for k in ("before", "after")
             )
             if alone is not None:
-                pattern_compute = {k: v * f for k, v in alone.items()}
+                # and the tests' job alone says how fast a CPU second is at this moment
+                # against the profile's (compute only: the gloo sweep was timed here)
+                speed = _host_speed(dev, [by_pattern[pattern][k] for k in ("before", "after")])
+                speeds.append(speed or 1.0)
+                pattern_compute = {k: v * f * (speed or 1.0) for k, v in alone.items()}
             pattern_gloo = gloo.scaled(f / gloo.share(world))
         n_it = len(per_rank[0]["ops"])
         measured: dict[str, list[float]] = {}
@@ -602,6 +651,11 @@ def _validate_live(
             m = sum(measured[ph]) / n_it
             s = sum(simulated[ph]) / n_it
             report.phases.append(PhaseResult(pattern, ph, m, s, source))
+    if speeds:
+        report.device += (
+            f"; x{min(speeds):.2f}-{max(speeds):.2f} for this host's speed at the run (the "
+            "sharing tests' job alone over the profile's time for it)"
+        )
     return report
 
 
