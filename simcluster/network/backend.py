@@ -277,6 +277,10 @@ class MaxMinNetwork(NetworkBackend):
         self._next_owner = 0
         #: bytes/s carried on each link by live flows
         self._load = np.zeros(self.capacity.size)
+        #: flows ended since ``_load`` was last brought up to date, with their
+        #: rates negated: taken off in one ``np.add.at`` (the same additions in
+        #: the same order) only when a re-solve reads the load
+        self._unloaded: list[tuple[np.ndarray, np.ndarray]] = []
         self._version = 0
 
     def transfer(self, flows: FlowBatch | Sequence[FlowSpec]) -> simpy.Event:
@@ -333,6 +337,7 @@ class MaxMinNetwork(NetworkBackend):
         self.rate_updates += 1
         ft.set_rates(slice(None), rates, self.env.now)
         self._load = np.bincount(links, weights=rates[local], minlength=self.capacity.size)
+        self._unloaded.clear()
 
     def _resolve_from(self, l0: float, now: float) -> None:
         """Re-solve the live flows at rate ``l0`` (bytes/s) or faster."""
@@ -347,6 +352,12 @@ class MaxMinNetwork(NetworkBackend):
         if aff.size == 0:
             return
         ft.rem[aff] -= ft.rate[aff] * (now - ft.tref[aff])
+        if self._unloaded:
+            gone = np.concatenate([f for f, _ in self._unloaded])
+            neg = np.concatenate([r for _, r in self._unloaded])
+            self._unloaded.clear()
+            local, links = ft.entries(gone)
+            self._add_load(links, neg[local])
         local, links = ft.entries(aff)
         self._add_load(links, -ft.rate[aff][local])
         rates = maxmin_rates(local, links, aff.size, self.capacity, self._load)
@@ -380,8 +391,7 @@ class MaxMinNetwork(NetworkBackend):
             ended = np.flatnonzero(ft.tdone <= ft.tdone.min())
         # A flow's rate is the level of its bottleneck, the lowest of its links.
         l0 = float(ft.rate[ended].min())
-        local, links = ft.entries(ended)
-        self._add_load(links, -ft.rate[ended][local])
+        self._unloaded.append((ended, -ft.rate[ended]))
         owned = ft.owner[ended]
         if owned[0] == owned[-1] and bool((owned == owned[0]).all()):
             owners, counts = owned[:1], np.array([ended.size])
