@@ -238,19 +238,20 @@ def _nvlink_paths(g: nx.Graph, ranks: Sequence[str], max_hops: int = 4) -> dict:
     nv = nx.Graph()
     nv.add_edges_from((u, v, a) for u, v, a in g.edges(data=True) if a.get("kind") in NVLINK_KINDS)
     rank_set = set(ranks)
+    adj = {u: dict(nbrs) for u, nbrs in nv.adjacency()}  # plain dicts, same order
     out: dict[tuple[str, str], list[str]] = {}
     for a in ranks:
-        if a not in nv:
+        if a not in adj:
             continue
         for b in ranks:
-            if b == a or b not in nv:
+            if b == a or b not in adj:
                 continue
             best_key, best_path = None, None
-            for path in _simple_paths(nv.adj, a, b, max_hops):
+            for path in _simple_paths(adj, a, b, max_hops):
                 hops = list(zip(path[:-1], path[1:], strict=True))
                 relay = sum(v in rank_set for v in path[1:-1])
-                width = min(nv[u][v]["bandwidth"] for u, v in hops)
-                lat = sum(nv[u][v]["latency"] for u, v in hops)
+                width = min(adj[u][v]["bandwidth"] for u, v in hops)
+                lat = sum(adj[u][v]["latency"] for u, v in hops)
                 key = (relay, -width, round(lat, 15), len(hops))
                 if best_key is None or key < best_key:
                     best_key, best_path = key, path
