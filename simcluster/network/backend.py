@@ -111,7 +111,9 @@ def _first_alive(by: np.ndarray, i: int, alive: np.ndarray) -> int:
 class _Order:
     """Live flows of a :class:`_FlowTable` sorted by their times and rates, as of
     one ``epoch`` (no rate changed since). Ended flows are skipped lazily: a
-    flow never comes back to life within an epoch."""
+    flow never comes back to life within an epoch. The sorts need not be
+    stable: what is read from them (the flows at or below a time, put back in
+    index order; the least time; the highest rate) does not depend on ties."""
 
     __slots__ = (
         "epoch",
@@ -134,13 +136,13 @@ class _Order:
         rate: np.ndarray,
     ) -> None:
         self.epoch = epoch
-        self.by_slack = live[np.argsort(tslack[live], kind="stable")]
+        self.by_slack = live[np.argsort(tslack[live])]
         self.slack = tslack[self.by_slack]
         self.next_slack = 0
-        self.by_done = live[np.argsort(tdone[live], kind="stable")]
+        self.by_done = live[np.argsort(tdone[live])]
         self.done = tdone[self.by_done]
         self.next_done = 0
-        self.by_rate = live[np.argsort(-rate[live], kind="stable")]
+        self.by_rate = live[np.argsort(-rate[live])]
         self.next_rate = 0
 
     def ending(self, now: float, alive: np.ndarray) -> np.ndarray:
