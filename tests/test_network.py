@@ -168,3 +168,39 @@ def test_incremental_rates_match_brute_force(seed):
     assert sorted(ends) == sorted(want)
     for i in want:
         assert ends[i] == pytest.approx(want[i], rel=1e-9)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_sorted_wakeups_equal_table_scans(seed, monkeypatch):
+    """Flow-end wake-ups read from per-epoch sorted orders give the very floats
+    (end times and rate updates) of scanning the whole flow table."""
+    from simcluster.network import backend
+
+    rng = np.random.default_rng(100 + seed)
+    nl = int(rng.integers(2, 9))
+    capacity = rng.choice([1e9, 2.5e9, 4e9, 10e9], nl)
+    batches = []
+    for _ in range(int(rng.integers(1, 5))):
+        specs = [
+            FlowSpec(
+                tuple(int(x) for x in rng.choice(nl, int(rng.integers(1, nl + 1)), False)),
+                float(rng.choice([1e6, 3e6, 1e7, 2.5e7]) * rng.uniform(0.5, 2.0)),
+                float(rng.choice([0.0, 1e-6, 3e-6])),
+            )
+            for _ in range(int(rng.integers(20, 60)))
+        ]
+        batches.append((float(rng.choice([0.0, 1e-3, 2.5e-3])), specs))
+    built = []
+    real = backend._Order.__init__
+
+    def counting(self, *args):
+        built.append(1)
+        real(self, *args)
+
+    monkeypatch.setattr(backend._Order, "__init__", counting)
+    fast, fast_net = run("maxmin", capacity, batches)
+    assert built, "the sorted orders were never used"
+    monkeypatch.setattr(backend._FlowTable, "order", lambda self, build=False: None)
+    slow, slow_net = run("maxmin", capacity, batches)
+    assert fast == slow  # exact
+    assert fast_net.rate_updates == slow_net.rate_updates

@@ -95,6 +95,76 @@ class _Owner:
             self.event.succeed()
 
 
+def _first_alive(by: np.ndarray, i: int, alive: np.ndarray) -> int:
+    """The first position from ``i`` on whose flow ``by[pos]`` is alive (or ``by.size``)."""
+    step = 16
+    while i < by.size:
+        chunk = alive[by[i : i + step]]
+        j = int(chunk.argmax())
+        if chunk[j]:
+            return i + j
+        i += chunk.size
+        step = min(step * 4, 1 << 14)
+    return i
+
+
+class _Order:
+    """Live flows of a :class:`_FlowTable` sorted by their times and rates, as of
+    one ``epoch`` (no rate changed since). Ended flows are skipped lazily: a
+    flow never comes back to life within an epoch. The sorts need not be
+    stable: what is read from them (the flows at or below a time, put back in
+    index order; the least time; the highest rate) does not depend on ties."""
+
+    __slots__ = (
+        "epoch",
+        "by_slack",
+        "slack",
+        "next_slack",
+        "by_done",
+        "done",
+        "next_done",
+        "by_rate",
+        "next_rate",
+    )
+
+    def __init__(
+        self,
+        epoch: int,
+        live: np.ndarray,
+        tslack: np.ndarray,
+        tdone: np.ndarray,
+        rate: np.ndarray,
+    ) -> None:
+        self.epoch = epoch
+        self.by_slack = live[np.argsort(tslack[live])]
+        self.slack = tslack[self.by_slack]
+        self.next_slack = 0
+        self.by_done = live[np.argsort(tdone[live])]
+        self.done = tdone[self.by_done]
+        self.next_done = 0
+        self.by_rate = live[np.argsort(-rate[live])]
+        self.next_rate = 0
+
+    def ending(self, now: float, alive: np.ndarray) -> np.ndarray:
+        """Live flows with ``tslack <= now``, in index order."""
+        stop = int(np.searchsorted(self.slack, now, side="right"))
+        cand = self.by_slack[self.next_slack : stop]
+        self.next_slack = max(stop, self.next_slack)
+        return np.sort(cand[alive[cand]])
+
+    def first_done(self, alive: np.ndarray) -> float:
+        """The least ``tdone`` of the live flows (inf if none)."""
+        i = self.next_done = _first_alive(self.by_done, self.next_done, alive)
+        by = self.by_done
+        return float(self.done[i]) if i < by.size else np.inf
+
+    def top_rate(self, rate: np.ndarray, alive: np.ndarray) -> float:
+        """The highest rate of the live flows (0 if none)."""
+        i = self.next_rate = _first_alive(self.by_rate, self.next_rate, alive)
+        by = self.by_rate
+        return float(rate[by[i]]) if i < by.size else 0.0
+
+
 class _FlowTable:
     """The flows the network moves, as arrays (bytes, seconds, bytes/s).
 
@@ -111,6 +181,10 @@ class _FlowTable:
         self.size, self.rem, self.tref, self.rate, self.tdone, self.tslack = f, f, f, f, f, f
         self.alive = np.zeros(0, dtype=bool)
         self.num_alive = 0
+        #: bumped whenever any live flow's rate or times change (not on ends)
+        self.epoch = 0
+        self._order: _Order | None = None
+        self._order_wanted = -1
 
     @property
     def count(self) -> int:
@@ -124,11 +198,28 @@ class _FlowTable:
 
     def set_rates(self, flows: np.ndarray | slice, rates: np.ndarray, now: float) -> None:
         """New rates from ``now`` on (the flows' ``rem`` must be as of ``now``)."""
+        self.epoch += 1
         self.rate[flows] = rates
         self.tref[flows] = now
         self.tdone[flows] = now + self.rem[flows] / rates
         slack = (_REL_DONE * self.size[flows] + 1e-6) / rates
         self.tslack[flows] = self.tdone[flows] - slack
+
+    def order(self, build: bool = False) -> _Order | None:
+        """The live flows sorted by ``tslack``, ``tdone`` and rate, if built for
+        this epoch. ``build``: build it if the last call with ``build`` saw this
+        epoch too (a table whose rates change at every wake-up is scanned instead).
+        """
+        if self._order is not None and self._order.epoch == self.epoch:
+            return self._order
+        if not build:
+            return None
+        if self._order_wanted != self.epoch:
+            self._order_wanted = self.epoch
+            return None
+        live = np.flatnonzero(self.alive)
+        self._order = _Order(self.epoch, live, self.tslack, self.tdone, self.rate)
+        return self._order
 
     def end(self, flows: np.ndarray) -> None:
         self.alive[flows] = False
@@ -163,6 +254,7 @@ class _FlowTable:
         self.tslack = np.full(n, np.inf)
         self.alive = np.ones(n, dtype=bool)
         self.num_alive = n
+        self.epoch += 1
 
 
 class MaxMinNetwork(NetworkBackend):
@@ -187,6 +279,10 @@ class MaxMinNetwork(NetworkBackend):
         self._next_owner = 0
         #: bytes/s carried on each link by live flows
         self._load = np.zeros(self.capacity.size)
+        #: flows ended since ``_load`` was last brought up to date, with their
+        #: rates negated: taken off in one ``np.add.at`` (the same additions in
+        #: the same order) only when a re-solve reads the load
+        self._unloaded: list[tuple[np.ndarray, np.ndarray]] = []
         self._version = 0
 
     def transfer(self, flows: FlowBatch | Sequence[FlowSpec]) -> simpy.Event:
@@ -243,16 +339,27 @@ class MaxMinNetwork(NetworkBackend):
         self.rate_updates += 1
         ft.set_rates(slice(None), rates, self.env.now)
         self._load = np.bincount(links, weights=rates[local], minlength=self.capacity.size)
+        self._unloaded.clear()
 
     def _resolve_from(self, l0: float, now: float) -> None:
         """Re-solve the live flows at rate ``l0`` (bytes/s) or faster."""
         ft = self._flows
         # Any threshold at or below l0 is exact; the slack absorbs round-off.
         # Ended flows have rate 0 and are never picked.
-        aff = np.flatnonzero(ft.rate >= l0 * (1 - 1e-9))
+        threshold = l0 * (1 - 1e-9)
+        order = ft.order()
+        if order is not None and order.top_rate(ft.rate, ft.alive) < threshold:
+            return
+        aff = np.flatnonzero(ft.rate >= threshold)
         if aff.size == 0:
             return
         ft.rem[aff] -= ft.rate[aff] * (now - ft.tref[aff])
+        if self._unloaded:
+            gone = np.concatenate([f for f, _ in self._unloaded])
+            neg = np.concatenate([r for _, r in self._unloaded])
+            self._unloaded.clear()
+            local, links = ft.entries(gone)
+            self._add_load(links, neg[local])
         local, links = ft.entries(aff)
         self._add_load(links, -ft.rate[aff][local])
         rates = maxmin_rates(local, links, aff.size, self.capacity, self._load)
@@ -268,7 +375,8 @@ class MaxMinNetwork(NetworkBackend):
         ft = self._flows
         if ft.num_alive == 0:
             return
-        wake = float(ft.tdone.min())
+        order = ft.order()
+        wake = float(ft.tdone.min()) if order is None else order.first_done(ft.alive)
         version = self._version
         t = self.env.timeout(max(wake - self.env.now, 0.0))
         t.callbacks.append(lambda _e: self._on_wakeup(version))
@@ -279,14 +387,18 @@ class MaxMinNetwork(NetworkBackend):
         now = self.env.now
         ft = self._flows
         # Flows within a hair of completion finish together (float round-off).
-        ended = np.flatnonzero(ft.tslack <= now)
+        order = ft.order(build=True)
+        ended = np.flatnonzero(ft.tslack <= now) if order is None else order.ending(now, ft.alive)
         if ended.size == 0:  # numerical slack: finish the closest
             ended = np.flatnonzero(ft.tdone <= ft.tdone.min())
         # A flow's rate is the level of its bottleneck, the lowest of its links.
         l0 = float(ft.rate[ended].min())
-        local, links = ft.entries(ended)
-        self._add_load(links, -ft.rate[ended][local])
-        owners, counts = np.unique(ft.owner[ended], return_counts=True)
+        self._unloaded.append((ended, -ft.rate[ended]))
+        owned = ft.owner[ended]
+        if owned[0] == owned[-1] and bool((owned == owned[0]).all()):
+            owners, counts = owned[:1], np.array([ended.size])
+        else:
+            owners, counts = np.unique(owned, return_counts=True)
         ft.end(ended)
         if ft.num_alive:
             self._resolve_from(l0, now)

@@ -19,8 +19,10 @@ links bundled into the edge, e.g. 2 NVLinks).
 from __future__ import annotations
 
 import numbers
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from heapq import heappop, heappush
+from itertools import count
 from typing import Any
 
 import networkx as nx
@@ -153,8 +155,9 @@ class NodeTemplate:
         transit = g.subgraph([n for n in g.nodes if n not in rank_set])
         dist: dict[str, dict[str, float]] = {}
         paths: dict[str, dict[str, list[str]]] = {}
-        for src, (d, p) in nx.all_pairs_dijkstra(transit, weight="w"):
-            dist[src], paths[src] = d, p
+        adj = {u: {v: a["w"] for v, a in transit.adj[u].items()} for u in transit}
+        for src in adj:
+            dist[src], paths[src] = _dijkstra(adj, src)
 
         def nbrs(r: str) -> list[tuple[str, float]]:
             return [(u, g[r][u]["w"]) for u in g.adj[r] if u not in rank_set]
@@ -235,25 +238,78 @@ def _nvlink_paths(g: nx.Graph, ranks: Sequence[str], max_hops: int = 4) -> dict:
     nv = nx.Graph()
     nv.add_edges_from((u, v, a) for u, v, a in g.edges(data=True) if a.get("kind") in NVLINK_KINDS)
     rank_set = set(ranks)
+    adj = {u: dict(nbrs) for u, nbrs in nv.adjacency()}  # plain dicts, same order
     out: dict[tuple[str, str], list[str]] = {}
     for a in ranks:
-        if a not in nv:
+        if a not in adj:
             continue
         for b in ranks:
-            if b == a or b not in nv:
+            if b == a or b not in adj:
                 continue
             best_key, best_path = None, None
-            for path in nx.all_simple_paths(nv, a, b, cutoff=max_hops):
+            for path in _simple_paths(adj, a, b, max_hops):
                 hops = list(zip(path[:-1], path[1:], strict=True))
                 relay = sum(v in rank_set for v in path[1:-1])
-                width = min(nv[u][v]["bandwidth"] for u, v in hops)
-                lat = sum(nv[u][v]["latency"] for u, v in hops)
+                width = min(adj[u][v]["bandwidth"] for u, v in hops)
+                lat = sum(adj[u][v]["latency"] for u, v in hops)
                 key = (relay, -width, round(lat, 15), len(hops))
                 if best_key is None or key < best_key:
                     best_key, best_path = key, path
             if best_path is not None:
                 out[(a, b)] = best_path
     return out
+
+
+def _dijkstra(
+    adj: dict[str, dict[str, float]], source: str
+) -> tuple[dict[str, float], dict[str, list[str]]]:
+    """Shortest distances and paths from ``source`` over edge weights ``adj[u][v]``,
+    the way networkx's ``single_source_dijkstra`` finds them (same ties: the
+    first neighbour, in adjacency order, to reach a vertex at its least distance
+    names its predecessor). Plain Python: no networkx dispatch on the hot path."""
+    dist: dict[str, float] = {}
+    seen = {source: 0.0}
+    pred: dict[str, str] = {}
+    c = count()
+    fringe: list[tuple[float, int, str]] = [(0.0, next(c), source)]
+    while fringe:
+        d, _, v = heappop(fringe)
+        if v in dist:
+            continue
+        dist[v] = d
+        for u, w in adj[v].items():
+            vu = d + w
+            if u in dist:
+                continue
+            if u not in seen or vu < seen[u]:
+                seen[u] = vu
+                heappush(fringe, (vu, next(c), u))
+                pred[u] = v
+    paths: dict[str, list[str]] = {source: [source]}
+    for v in dist:
+        if v != source:
+            paths[v] = paths[pred[v]] + [v]
+    return dist, paths
+
+
+def _simple_paths(adj: Any, source: str, target: str, cutoff: int) -> Iterator[list[str]]:
+    """Every simple path from ``source`` to ``target`` of at most ``cutoff`` links,
+    depth first in adjacency order (networkx's ``all_simple_paths`` order)."""
+    path = [source]
+    on_path = {source}
+    stack = [iter(adj[source])]
+    while stack:
+        nxt = next((v for v in stack[-1] if v not in on_path), None)
+        if nxt is None:
+            stack.pop()
+            on_path.discard(path.pop())
+            continue
+        if nxt == target:
+            yield [*path, nxt]
+        elif len(path) < cutoff:
+            path.append(nxt)
+            on_path.add(nxt)
+            stack.append(iter(adj[nxt]))
 
 
 # ----------------------------------------------------------------------- host
