@@ -26,9 +26,9 @@ After the host-speed and gradient-accumulation terms (13:10-13:26 UTC, nothing e
 running), five fresh runs by this test gave a worst iteration of 9.3 % to 18.6 % and
 collective medians of 10.7 % to 43.5 % (three more passed, figures not kept); the
 committed 2-process runs scored one by one give iterations within 15.6 % when quiet
-(r5-r9) and up to 82 % when made at load 8-15 (r1-r4). The 25 % iteration bound would hold on a quiet host and fail on a busy one the
-skip rules let through, and the 40 % collective bound fails about one quiet run in five,
-so the bounds stay where they are.
+(r5-r9) and up to 82 % when made at load 8-15 (r1-r4). The 25 % iteration bound would
+hold on a quiet host and fail on a busy one the skip rules let through, and the 40 %
+collective bound fails about one quiet run in five, so the bounds stay where they are.
 """
 
 from __future__ import annotations
