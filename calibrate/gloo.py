@@ -92,12 +92,7 @@ def sweep(sizes: list[int], reps: int, max_bytes: dict[str, int] | None = None) 
             o = torch.empty(size * x.numel()) if op == "allgather" else None
 
             def call(x=x, o=o, op=op):
-                if op == "allreduce":
-                    dist.all_reduce(x)
-                elif op == "allgather":
-                    ag(o, x)
-                else:
-                    dist.broadcast(x, src=0)
+                _collective(dist, ag, op, x, o)
 
             for _ in range(2):
                 call()
@@ -121,15 +116,20 @@ def sweep(sizes: list[int], reps: int, max_bytes: dict[str, int] | None = None) 
             if dist.get_rank() == size - 1:
                 job(1)
             t0 = time.perf_counter()
-            if op == "allreduce":
-                dist.all_reduce(x)
-            elif op == "allgather":
-                ag(o, x)
-            else:
-                dist.broadcast(x, src=0)
+            _collective(dist, ag, op, x, o)
             ts.append(time.perf_counter() - t0)
         out[f"{op}{SKEWED}"] = [{"nbytes": SKEW_BYTES, "samples_s": ts}]
     return out
+
+
+def _collective(dist: Any, ag: Any, op: str, x: Any, o: Any) -> None:
+    """One call of ``op`` on tensor ``x`` (``o``: the allgather output), root 0."""
+    if op == "allreduce":
+        dist.all_reduce(x)
+    elif op == "allgather":
+        ag(o, x)
+    else:
+        dist.broadcast(x, src=0)
 
 
 def sharing(rounds: int, reps: int) -> dict[str, list[float]]:
