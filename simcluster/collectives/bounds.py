@@ -49,6 +49,17 @@ def _fastest(ctx: CommContext) -> tuple[float, float]:
     return hit
 
 
+def _latencies(ps: list, fam: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per protocol of ``ps``, for algorithm family ``fam``: (the smaller of the
+    NVLink and PCIe step latencies, the network step latency, the base
+    latency), seconds."""
+    nv = np.array([p.hop(fam, "nvlink") for p in ps])
+    pc = np.array([p.hop(fam, "pcie") for p in ps])
+    net = np.array([p.hop(fam, "net") for p in ps])
+    base = np.array([p.base_latency_s[fam] for p in ps])
+    return np.minimum(nv, pc), net, base
+
+
 def _steps(op: str, p: int) -> int:
     return 2 * (p - 1) if op == "allreduce" else p - 1
 
@@ -66,13 +77,8 @@ def ring(ctx: CommContext, call: CollectiveCall) -> np.ndarray | None:
     if not ctx.protocols:
         return None
     ps = list(ctx.protocols.values())
-    fam = family_of("ring")
-    nv = np.array([p.hop(fam, "nvlink") for p in ps])
-    pc = np.array([p.hop(fam, "pcie") for p in ps])
-    net = np.array([p.hop(fam, "net") for p in ps])
+    lo, net, base = _latencies(ps, family_of("ring"))
     over = np.array([p.net_overhead_s for p in ps])
-    base = np.array([p.base_latency_s[fam] for p in ps])
-    lo = np.minimum(nv, pc)
     best = np.zeros(len(ps))
     for g in call.groups:
         p = len(g)
@@ -109,13 +115,9 @@ def tree(ctx: CommContext, call: CollectiveCall) -> np.ndarray | None:
         return None
     ps = list(ctx.protocols.values())
     fam = family_of("tree")
-    nv = np.array([p.hop(fam, "nvlink") for p in ps])
-    pc = np.array([p.hop(fam, "pcie") for p in ps])
-    net = np.array([p.hop(fam, "net") for p in ps])
-    base = np.array([p.base_latency_s[fam] for p in ps])
+    lo, net, base = _latencies(ps, fam)
     wire = np.array([1.0 / p.bandwidth_fraction[fam] for p in ps])
     c_inter, c_any = _fastest(ctx)
-    lo = np.minimum(nv, pc)
     phase = np.zeros(len(ps))
     for g in call.groups:
         if len(g) < 2:
