@@ -1,10 +1,14 @@
-"""Shared fixtures: tiny hand-built clusters with known closed forms."""
+"""Shared fixtures: tiny hand-built clusters with known closed forms, and the
+ResNet-50 / V100 spec pair the schedule tests build on."""
 
 from __future__ import annotations
 
 import networkx as nx
 import numpy as np
 import pytest
+
+from simcluster.compute import load_profile
+from simcluster.workload import build_model
 
 
 class RingCluster:
@@ -111,3 +115,15 @@ def tiny_scenario() -> dict:
         "schedules": [{"name": "ddp"}, {"name": "hsadmm", "options": {"keep": 0.5}}],
         "study": {"kind": "strong", "gpus": [4, 8]},
     }
+
+
+@pytest.fixture(scope="module")
+def model():
+    """ResNet-50 at 224 px, 1,000 classes."""
+    return build_model("resnet50", 224, 1000)
+
+
+@pytest.fixture(scope="module")
+def profile():
+    """The V100 SXM2 spec profile."""
+    return load_profile("v100-sxm2-32gb")

@@ -5,24 +5,12 @@ from __future__ import annotations
 import pytest
 
 from simcluster.collectives import CommContext
-from simcluster.compute import load_profile
 from simcluster.engine import Engine
 from simcluster.program import ProgramError, RankClass, compute, expand
 from simcluster.schedules import BuildContext, get_schedule
 from simcluster.schedules.training import make_buckets
-from simcluster.workload import build_model
 
 MB = 1024 * 1024
-
-
-@pytest.fixture(scope="module")
-def model():
-    return build_model("resnet50", 224, 1000)
-
-
-@pytest.fixture(scope="module")
-def profile():
-    return load_profile("v100-sxm2-32gb")
 
 
 def build(cluster, gpus, model, profile, accumulation=1, **options):

@@ -8,7 +8,7 @@ import dataclasses
 import pytest
 
 from simcluster.collectives import CommContext
-from simcluster.compute import load_network_profile, load_profile
+from simcluster.compute import load_network_profile
 from simcluster.engine import Engine
 from simcluster.errors import ConfigError
 from simcluster.network.transport import with_transport
@@ -16,19 +16,8 @@ from simcluster.schedules import BuildContext, get_schedule
 from simcluster.schedules.frameworks import APEX_MESSAGE_SIZE, apex_buckets, horovod_cycle_wait
 from simcluster.schedules.training import grad_tensors, make_buckets
 from simcluster.topology import load_topology
-from simcluster.workload import build_model
 
 MB = 1024 * 1024
-
-
-@pytest.fixture(scope="module")
-def model():
-    return build_model("resnet50", 224, 1000)
-
-
-@pytest.fixture(scope="module")
-def profile():
-    return load_profile("v100-sxm2-32gb")
 
 
 def build(name, cluster, gpus, model, profile, **options):

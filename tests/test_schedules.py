@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 
 from simcluster.collectives import CommContext
-from simcluster.compute import load_profile
 from simcluster.engine import Engine
 from simcluster.program import expand
 from simcluster.schedules import BuildContext, RunShape, get_schedule, list_schedules
@@ -27,11 +26,6 @@ from simcluster.topology import load_topology
 from simcluster.workload import build_model
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-@pytest.fixture(scope="module")
-def profile():
-    return load_profile("v100-sxm2-32gb")
 
 
 def context(cluster, gpus, model, profile, engine=None, batch=16):
