@@ -11,7 +11,7 @@ network backend. Every op leaves a span in the :class:`Trace`.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -124,6 +124,15 @@ def _succeed_exactly_at(env: simpy.Environment, event: simpy.Event, when: float)
     event._ok = True
     event._value = None
     heapq.heappush(env._queue, (when, NORMAL, next(env._eid), event))
+
+
+def _until(env: simpy.Environment, when: float) -> Iterator[simpy.Event]:
+    """In a process: wait until simulated time ``when`` exactly (no wait when it
+    is not later than now)."""
+    if when > env.now:
+        wake = env.event()
+        _succeed_exactly_at(env, wake, when)
+        yield wake
 
 
 def _succeed_at(env: simpy.Environment, event: simpy.Event, when: float) -> None:
@@ -267,11 +276,7 @@ class Engine:
                 if op.is_collective:
                     # each rank's timeout lands at now + (start - now)
                     arrive = np.where(start > now, now + (start - now), now)
-                    last = float(arrive.max())
-                    if last > env.now:
-                        wake = env.event()
-                        _succeed_exactly_at(env, wake, last)
-                        yield wake
+                    yield from _until(env, float(arrive.max()))
                     r = rdv[op.id]
                     r.arrived += 1
                     if r.arrived == r.expected:
@@ -294,11 +299,7 @@ class Engine:
                     at = times[(key, op.id)] = now + (t - now)
                     _succeed_exactly_at(env, ev, max(float(at.max()), env.now))
             end = np.where(t > now, now + (t - now), now)
-            last = float(end.max())
-            if last > env.now:
-                wake = env.event()
-                _succeed_exactly_at(env, wake, last)
-                yield wake
+            yield from _until(env, float(end.max()))
             finished[0] += 1
 
         num_streams = 0
