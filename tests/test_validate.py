@@ -344,3 +344,52 @@ def test_range_error_is_zero_inside_and_grows_outside(lo, width, pred):
         assert (err < 0) == (pred < lo) and err != 0
         # never larger than the error against either bound taken alone
         assert abs(err) <= max(abs(relative_error(pred, lo)), abs(relative_error(pred, hi)))
+
+
+def test_group_medians_are_the_medians_of_each_groups_counted_cases():
+    from simcluster.validation.cases import Case
+    from simcluster.validation.report import group_summary, group_table
+    from simcluster.validation.runner import CaseResult
+
+    def result(cid, group, predicted, status="ok", fitted=False):
+        case = Case.model_validate(
+            {
+                "id": cid,
+                "what": cid,
+                "source": "t",
+                "scenario": "x.yaml",
+                "metric": {"kind": "field", "field": "speedup", "schedule": "ddp"},
+                "reference": 10.0,
+                "confidence": "high",
+                "group": group,
+            }
+        )
+        return CaseResult("P", case, status, predicted, fitted=fitted)
+
+    rs = [
+        result("a1", "A", 11.0),  # +10 %
+        result("a2", "A", 7.0),  # -30 %
+        result("a3", "A", 10.5),  # +5 %
+        result("a4", "A", 100.0, fitted=True),  # fitted: not counted
+        result("b1", "B", 12.0),  # +20 %
+        result("b2", "B", None, status="failed"),
+        result("n1", None, 50.0),  # no group: only in the paper's summary
+    ]
+    g = group_summary(rs)
+    assert list(g) == ["P"] and list(g["P"]) == ["A", "B"]
+    assert g["P"]["A"]["counted"] == 3
+    assert g["P"]["A"]["median_abs_error"] == pytest.approx(0.10)
+    assert g["P"]["A"]["max_abs_error"] == pytest.approx(0.30)
+    assert g["P"]["B"]["counted"] == 1 and g["P"]["B"]["failed"] == 1
+    assert g["P"]["B"]["median_abs_error"] == pytest.approx(0.20)
+    text = group_table(rs)
+    assert "10.0%" in text and "20.0%" in text
+    assert group_table([result("n2", None, 1.0)]) == "" and group_summary([]) == {}
+
+
+def test_shipped_nccl_tests_cases_name_their_system_kind():
+    (f,) = [f for f in load_references() if f.paper == "nccl-tests"]
+    kinds = {c.group for c in f.cases}
+    assert kinds == {"NVSwitch node", "DGX-1 cube-mesh", "multi-node InfiniBand"}
+    for k in kinds:  # the check: at least three message sizes per kind
+        assert len({c.metric.nbytes for c in f.cases if c.group == k}) >= 3, k

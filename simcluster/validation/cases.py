@@ -21,6 +21,8 @@ that value comes from, and how far to trust the reading::
         note: ...                   # why the confidence is what it is
         fitted_from: null           # set when a profile constant was fitted to this value
         dropped: null               # why the case is listed but not scored (not run)
+        group: null                 # a sub-set of the file (e.g. a system kind) whose
+                                    # median is also reported on its own
 
 Metric kinds (see :mod:`simcluster.validation.metrics`): ``field`` (a record
 field), ``ratio`` (a field of one record over the same or another field of
@@ -147,6 +149,9 @@ class Case(StrictModel):
     )
     dropped: str | None = Field(
         None, description="why the reading is too doubtful to score: listed, not run"
+    )
+    group: str | None = Field(
+        None, description="sub-set of the file (e.g. a system kind) also summarised on its own"
     )
 
     @model_validator(mode="after")

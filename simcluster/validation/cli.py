@@ -36,7 +36,14 @@ def run(args: argparse.Namespace) -> int:
     from simcluster.report import ProgressBar
     from simcluster.validation.cases import load_references, references_dir
     from simcluster.validation.live import live_files, validate_live, validate_series
-    from simcluster.validation.report import case_table, plot_scatter, summary, summary_table
+    from simcluster.validation.report import (
+        case_table,
+        group_summary,
+        group_table,
+        plot_scatter,
+        summary,
+        summary_table,
+    )
     from simcluster.validation.runner import run_cases
 
     if args.which not in ("paper", "live", "all"):
@@ -70,6 +77,7 @@ def run(args: argparse.Namespace) -> int:
     payload = {
         "cases": [r.to_json() for r in results],
         "summary": summary(results),
+        "groups": group_summary(results),
         "live": [rep.to_json() for rep in live_reports],
     }
     from simcluster.report.outdir import write_text_atomic
@@ -98,6 +106,9 @@ def run(args: argparse.Namespace) -> int:
         print()
     if results:
         print(summary_table(results))
+        groups = group_table(results)
+        if groups:
+            print(groups)
     else:
         print("no cases to validate")
     files = "validation.json" + (", scatter.png" if plotted else "")

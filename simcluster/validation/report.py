@@ -131,6 +131,39 @@ def summary(results: Sequence[CaseResult]) -> dict[str, dict[str, Any]]:
     return out
 
 
+def group_summary(results: Sequence[CaseResult]) -> dict[str, dict[str, dict[str, Any]]]:
+    """Per paper whose cases name a ``group`` (e.g. a system kind), the same
+    statistics as :func:`summary` per group, in the order groups first appear."""
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    for paper in dict.fromkeys(r.paper for r in results):
+        mine = [r for r in results if r.paper == paper and r.case.group is not None]
+        groups = dict.fromkeys(r.case.group for r in mine)
+        if groups:
+            out[paper] = {g: _stats([r for r in mine if r.case.group == g]) for g in groups}
+    return out
+
+
+def group_table(results: Sequence[CaseResult]) -> str:
+    """:func:`group_summary` as a table; empty when no case names a group."""
+    rows = []
+    for paper, groups in group_summary(results).items():
+        for g, st in groups.items():
+            med, mx = st["median_abs_error"], st["max_abs_error"]
+            rows.append(
+                [
+                    paper,
+                    g,
+                    str(st["counted"]),
+                    "-" if med is None else f"{med * 100:.1f}%",
+                    "-" if mx is None else f"{mx * 100:.1f}%",
+                ]
+            )
+    if not rows:
+        return ""
+    head = ["paper", "group", "counted", "median |err|", "max |err|"]
+    return "per group (cases that name one):\n" + _table(head, rows, {2, 3, 4})
+
+
 def summary_table(results: Sequence[CaseResult]) -> str:
     s = summary(results)
     rows = []

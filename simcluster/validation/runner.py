@@ -82,6 +82,7 @@ class CaseResult:
             "fitted": self.fitted,
             "note": c.note,
             "dropped": c.dropped,
+            "group": c.group,
             "message": self.message,
         }
 
