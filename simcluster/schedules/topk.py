@@ -21,9 +21,13 @@ bytes (what ``calibrate/live``'s own Top-K pattern does, packed in one buffer).
 Overlap: the PRUNEX paper (section 5.1, "Top-K SGD (Gradient Compression
 Baseline)") says only that each worker sends the top 1 % of entries per layer;
 it does not say whether the allgathers wait for the end of backward. The
-schedule keeps its default, each layer's allgather launched as soon as that
-layer is sparsified (overlapping the rest of backward), and says so here rather
-than pick the reading that would match the paper's 3.71x.
+schedule launches each layer's allgathers as soon as that layer is sparsified
+(overlapping the rest of backward) and decompresses after backward, as the
+reference code of the baseline the paper cites [21] does: its
+``DistributedOptimizer`` (``dgc/horovod/optimizer.py``) compresses and starts an
+asynchronous allgather from each parameter's gradient hook and decompresses in
+``synchronize()`` before the optimizer step. This is not the reading that would
+match the paper's 3.71x (waiting for the end of backward costs more).
 
 Gather API (``gather_output``): PyTorch's list form ``torch.distributed.all_gather
 (tensor_list, tensor)`` with NCCL gathers into one flat buffer and then, on the
