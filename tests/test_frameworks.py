@@ -253,3 +253,18 @@ def test_bad_transport_in_a_profile_is_a_config_error(tmp_path):
     path.write_text(json.dumps(data))
     with pytest.raises(ConfigError, match=r"network\.transport\.net"):
         load_network_profile(str(path))
+
+
+def test_topk_after_backward_launches_every_layer_once_backward_is_done(
+    star_cluster, model, profile
+):
+    hook = build("topk", star_cluster(8, 10e9, 1e-6), 8, model, profile)
+    late = build("topk", star_cluster(8, 10e9, 1e-6), 8, model, profile, launch="after_backward")
+    ids = [op.id for op in late.classes[0].ops]
+    first_topk = min(ids.index(op.id) for op in ops(late, "topk."))
+    backward_end = ids[first_topk - 1]
+    assert all(op.deps == (backward_end,) for op in ops(late, "topk."))
+    assert not any(i.startswith(("topk.", "allgather.")) for i in ids[:first_topk])
+    # the same ops, only their dependencies differ
+    assert sorted(op.id for op in hook.classes[0].ops) == sorted(ids)
+    assert any(op.deps != (backward_end,) for op in ops(hook, "topk."))

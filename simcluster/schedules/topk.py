@@ -27,7 +27,8 @@ reference code of the baseline the paper cites [21] does: its
 ``DistributedOptimizer`` (``dgc/horovod/optimizer.py``) compresses and starts an
 asynchronous allgather from each parameter's gradient hook and decompresses in
 ``synchronize()`` before the optimizer step. This is not the reading that would
-match the paper's 3.71x (waiting for the end of backward costs more).
+match the paper's 3.71x (waiting for the end of backward costs more);
+``launch: after_backward`` runs that other reading.
 
 Gather API (``gather_output``): PyTorch's list form ``torch.distributed.all_gather
 (tensor_list, tensor)`` with NCCL gathers into one flat buffer and then, on the
@@ -74,6 +75,11 @@ class TopKOptions(Options):
         description="dtype of the allgathered indices: int64 as torch.topk returns them "
         "(the DGC reference code's default), or int32",
     )
+    launch: Literal["hook", "after_backward"] = Field(
+        "hook",
+        description="sparsify and allgather each layer from its gradient hook (overlapping "
+        "backward, the DGC reference code) or all of them after backward",
+    )
     gather_output: Literal["list", "tensor"] = Field(
         "list",
         description="torch.distributed.all_gather into a list (a copy kernel per rank, "
@@ -94,7 +100,15 @@ class TopK(Schedule):
         gathered: dict[int, str] = {}
         ib = INDEX_BYTES[o.index_dtype]
 
+        pending: list[int] = []
+
         def on_grad(i: int, grad_op: str) -> None:
+            if o.launch == "after_backward":
+                pending.append(i)
+            else:
+                sparsify_and_gather(i, grad_op)
+
+        def sparsify_and_gather(i: int, grad_op: str) -> None:
             numel = ctx.model.layers[i].params
             k = selected(numel, o.density)
             t = p.elementwise_time(3 * 4 * numel)  # residual add and store
@@ -115,6 +129,9 @@ class TopK(Schedule):
                 gathered[i] = last
 
         micro_steps(prog, ctx.model, p, ctx.batch, ctx.precision, ctx.accumulation, on_grad)
+        backward_end = prog.ops[-1].id
+        for i in pending:  # launch: after_backward, in gradient-ready order
+            sparsify_and_gather(i, backward_end)
         last = prog.ops[-1].id
         for i, op in gathered.items():
             k = selected(ctx.model.layers[i].params, o.density)
