@@ -105,14 +105,32 @@ def test_topk_list_allgather_copies_each_rank_out_on_the_comm_stream(star_cluste
     it = build("topk", star_cluster(8, 10e9, 1e-6), 8, model, profile)
     copies = ops(it, "gather_copy.")
     layers = [i for i, layer in enumerate(model.layers) if layer.params > 0]
-    assert len(copies) == len(layers)
+    assert len(copies) == 2 * len(layers)  # values and indices
     assert all(op.stream == "comm" for op in copies)
+    # per rank a copy of the fp32 values and of the int64 indices (read + write)
     want = sum(
-        2 * 8 * profile.elementwise_time(8 * selected(model.layers[i].params, 0.01)) for i in layers
+        8 * profile.elementwise_time(2 * b * selected(model.layers[i].params, 0.01))
+        for i in layers
+        for b in (4, 8)
     )
     assert sum(op.duration for op in copies) == pytest.approx(want)
     flat = build("topk", star_cluster(8, 10e9, 1e-6), 8, model, profile, gather_output="tensor")
     assert not ops(flat, "gather_copy.")
+
+
+def test_topk_allgathers_values_and_indices_as_two_calls_of_their_dtypes(
+    star_cluster, model, profile
+):
+    from simcluster.schedules.training import selected
+
+    layers = [i for i, layer in enumerate(model.layers) if layer.params > 0]
+    for dtype, index_bytes in (("int64", 8), ("int32", 4)):
+        it = build("topk", star_cluster(8, 10e9, 1e-6), 8, model, profile, index_dtype=dtype)
+        for part, nbytes in (("values", 4), ("indices", index_bytes)):
+            calls = ops(it, f"allgather.{part}.")
+            assert len(calls) == len(layers)
+            got = sum(op.call.nbytes for op in calls)
+            assert got == sum(nbytes * selected(model.layers[i].params, 0.01) for i in layers)
 
 
 def test_ddp_broadcasts_batchnorm_buffers_before_the_forward(star_cluster, model, profile):
@@ -235,3 +253,18 @@ def test_bad_transport_in_a_profile_is_a_config_error(tmp_path):
     path.write_text(json.dumps(data))
     with pytest.raises(ConfigError, match=r"network\.transport\.net"):
         load_network_profile(str(path))
+
+
+def test_topk_after_backward_launches_every_layer_once_backward_is_done(
+    star_cluster, model, profile
+):
+    hook = build("topk", star_cluster(8, 10e9, 1e-6), 8, model, profile)
+    late = build("topk", star_cluster(8, 10e9, 1e-6), 8, model, profile, launch="after_backward")
+    ids = [op.id for op in late.classes[0].ops]
+    first_topk = min(ids.index(op.id) for op in ops(late, "topk."))
+    backward_end = ids[first_topk - 1]
+    assert all(op.deps == (backward_end,) for op in ops(late, "topk."))
+    assert not any(i.startswith(("topk.", "allgather.")) for i in ids[:first_topk])
+    # the same ops, only their dependencies differ
+    assert sorted(op.id for op in hook.classes[0].ops) == sorted(ids)
+    assert any(op.deps != (backward_end,) for op in ops(hook, "topk."))

@@ -108,8 +108,10 @@ def comm_buffer_bytes(
     density = float(options.get("density", 0.01))
     own = density * params * _ENTRY
     if schedule == "topk":
+        # fp32 value + the index dtype Top-K sends (int64 by default, as torch.topk returns)
+        entry = 4 + (4 if options.get("index_dtype") == "int32" else 8)
         largest = max((layer.params for layer in model.layers), default=0)
-        return 4 * params + own + gpus * density * largest * _ENTRY
+        return 4 * params + density * params * entry + gpus * density * largest * entry
     if schedule.startswith("fusion") or schedule.startswith("ssfusion"):
         buffer = float(options.get("buffer_mb", 64.0)) * _MIB
         if schedule == "fusion-dense":

@@ -18,6 +18,16 @@ cached mask is applied) and no mask sync. ``hsadmm-flat`` (the paper's PruneX
 (AR) ablation) runs the same algorithm with one dense allreduce over every
 worker: no leaders and no shrinkage.
 
+The leaders' inter-node allreduce runs on one NIC per node (the one next to
+local rank 0), as NCCL builds it for a communicator with one GPU per node: it
+keeps only the communicator's GPUs in a node's topology (``ncclTopoTrimSystem``,
+src/graph/paths.cc), so the leader's GPU has no NVLink peers and its total
+bandwidth is its PCIe link (``getTotalBw`` in src/graph/search.cc; ``PCI_BW``
+12 GB/s for Gen3 x16, src/graph/topo.h), and ``ncclTopoCompute`` stops at the
+first ring whose channels x bandwidth reach that total, found on the GPU's own
+NIC (NVIDIA/nccl 5067397c). The topology's NIC affinity gives the same single
+NIC; a second rail could add at most up to the GPU's own PCIe rate.
+
 Layers are pruned when they are convolutions with more than 3 input channels
 (the stem sees the image), which is our reading of "sparsity applied to
 convolutional layers only".
