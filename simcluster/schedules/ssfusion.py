@@ -25,6 +25,14 @@ threshold). Each buffer is communicated as soon as its last gradient is ready:
   T1 + T2 into an allreduce part (the dense tensors before the split) and an
   allgather part (the rest), interleaving the two collectives (section IV-D).
 
+Sparsification costs come from the device profile's ``sparsify`` kernel: on the
+paper's cloud cluster (``a100-80gb-pcie``) the paper's own per-call DGC times
+(Table III: 0.85 ms for a 10 KB tensor on the GPU, 1.49 ms on the CPU), which are
+what makes per-tensor sparsification of hundreds of small tensors expensive and
+selective sparsification worth doing. In -O's offload timeline only the tensors
+that stay sparsified on the GPU add GPU sparsification time (the dense ones have
+none).
+
 Communication times used in these decisions come from the study's offline
 estimate of a collective alone on the cluster (``BuildContext.estimate``), as
 SSFusion measures alpha and beta offline.
@@ -553,7 +561,9 @@ class _Selective(_Fusion):
                     )
                     for n in sizes
                 ]
-                offloaded = offload_selection(t_b, t_gpu, t_cpu, t_d2h, t_h2d, cand)
+                # only the sparsified tensors have a GPU sparsification to move or to wait for
+                t_gpu_sel = [t if f else 0.0 for t, f in zip(t_gpu, flags, strict=True)]
+                offloaded = offload_selection(t_b, t_gpu_sel, t_cpu, t_d2h, t_h2d, cand)
             kept = [selected(n, density) if f else 0 for n, f in zip(sizes, flags, strict=True)]
             idx = [t.index for t in b.tensors]
             gpu = {idx[j] for j in range(len(sizes)) if flags[j] and j not in offloaded}
