@@ -19,8 +19,8 @@ threshold). Each buffer is communicated as soon as its last gradient is ready:
   sparsified, never below 0.001. Dense tensors travel whole in the allgather;
 - ``ssfusion-o``: plus offloading the sparsification of large tensors to CPU
   threads (device-to-host copy, CPU kernel, host-to-device copy of the
-  selected entries) where it finishes before the buffer's backward does
-  (section IV-C);
+  selected entries) where it finishes before the buffer's GPU work (backward
+  plus the GPU sparsification left on the GPU) does (section IV-C);
 - ``ssfusion-oi``: plus splitting each buffer at the tensor that minimises
   T1 + T2 into an allreduce part (the dense tensors before the split) and an
   allgather part (the rest), interleaving the two collectives (section IV-D).
@@ -179,26 +179,31 @@ def offload_selection(
 
     Candidates are tried largest first (the caller orders them). A tensor is
     offloaded when, with it and the ones already chosen, every offloaded
-    tensor's CPU result is back on the GPU before the buffer's backward ends
-    (T_offload <= sum of backward times), the CPU taking tasks in the order
-    gradients become ready.
+    tensor's CPU result is back on the GPU before the buffer's computation on
+    the GPU ends, so that offloading never delays the buffer (section IV-C,
+    Fig. 8: "precedes Buffer_2's computation completion ... without delaying
+    training"). The buffer's computation is its backward plus the GPU
+    sparsification of the tensors that stay on the GPU, as sections IV-B and
+    IV-D define a buffer's computation time; step 1 of IV-C writes only the
+    sum of backward times, which we read as that shorthand. The CPU takes
+    tasks in the order gradients become ready. ``t_gpu`` is 0 for a tensor
+    that is not sparsified.
     """
-    horizon = sum(t_backward)
     chosen: list[int] = []
 
     def feasible(sel: set[int]) -> bool:
         t = 0.0
         cpu_free = 0.0
+        back: list[float] = []
         for j in range(len(t_backward)):
             t += t_backward[j]
             if j in sel:
                 start = max(t + t_d2h[j], cpu_free)
                 cpu_free = start + t_cpu[j]
-                if cpu_free + t_h2d[j] > horizon:
-                    return False
+                back.append(cpu_free + t_h2d[j])
             else:
                 t += t_gpu[j]
-        return True
+        return all(b <= t for b in back)
 
     for j in candidates:
         if feasible(set(chosen) | {j}):
