@@ -167,3 +167,42 @@ def test_topology_oversubscription_inf():
     data = {**TOPO, "fabric": {"type": "fat_tree", "oversubscription": float("inf")}}
     with pytest.raises(ConfigError, match="fabric.oversubscription"):
         spec_from_dict(data, "t.yaml")
+
+
+def _with_table(table, key="device.dgc"):
+    data = _spec()
+    data["device"]["sparsify_measured"] = {key: table}
+    return data
+
+
+_TABLE = {"numel": [1000, 10000], "seconds": [1e-3, 2e-3], "density": 0.01, "source": "test"}
+
+
+@pytest.mark.parametrize(
+    "table, key, match",
+    [
+        ({**_TABLE, "numel": [10000, 1000]}, "device.dgc", "strictly increasing"),
+        ({**_TABLE, "seconds": [1e-3]}, "device.dgc", "seconds"),
+        ({**_TABLE, "seconds": [1e-3, 2e-3, 3e-3]}, "device.dgc", "one time per size"),
+        ({**_TABLE, "seconds": [1e-3, -2e-3]}, "device.dgc", "out of range"),
+        ({**_TABLE, "density": 0}, "device.dgc", "out of range"),
+        (_TABLE, "device.dcg", "allowed: device.exact"),
+    ],
+)
+def test_bad_sparsify_tables_are_config_errors(tmp_path, table, key, match):
+    with pytest.raises(ConfigError, match=match) as err:
+        load_profile(_write(tmp_path, _with_table(table, key)))
+    assert "device.sparsify_measured" in str(err.value)
+
+
+def test_sparsify_table_replaces_the_roofline_for_its_method_only(tmp_path):
+    prof = load_profile(_write(tmp_path, _with_table(_TABLE)))
+    plain = load_profile(_write(tmp_path, _spec(), "plain.json"))
+    t = prof.kernel_time
+    assert t("sparsify", numel=10, density=0.01, method="dgc") == 1e-3  # floor below
+    assert t("sparsify", numel=5500, density=0.01, method="dgc") == pytest.approx(1.5e-3)
+    assert t("sparsify", numel=19000, density=0.01, method="dgc") == pytest.approx(3e-3)
+    for kw in ({"method": "exact"}, {"method": "dgc", "where": "host"}):
+        assert t("sparsify", numel=5500, density=0.01, **kw) == plain.kernel_time(
+            "sparsify", numel=5500, density=0.01, **kw
+        )

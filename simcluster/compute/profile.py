@@ -140,6 +140,24 @@ class DeviceProfile(ABC):
         return f"{self.name} ({self.kind})"
 
 
+def interpolate_per_call(
+    numel: float, sizes: tuple[float, ...], seconds: tuple[float, ...]
+) -> float:
+    """Seconds of one call at ``numel`` elements from times measured at ``sizes``.
+
+    Piecewise linear in the size between the measured points; below the smallest
+    the smallest's time (a fixed per-call cost dominates there); above the largest
+    the last segment's slope carries on. Never negative.
+    """
+    if numel <= sizes[0]:
+        return seconds[0]
+    for j in range(1, len(sizes)):
+        if numel <= sizes[j] or j == len(sizes) - 1:
+            x0, x1, y0, y1 = sizes[j - 1], sizes[j], seconds[j - 1], seconds[j]
+            return max(0.0, y0 + (y1 - y0) * (numel - x0) / (x1 - x0))
+    raise AssertionError("unreachable")
+
+
 class SpecProfile(DeviceProfile):
     """Roofline over spec-sheet numbers (see module docstring)."""
 
@@ -161,6 +179,11 @@ class SpecProfile(DeviceProfile):
             "memory_bandwidth": float(host.get("memory_bandwidth", 20e9)),
             "efficiency": float(host.get("efficiency", 0.5)),
             "launch_overhead_s": float(host.get("launch_overhead_s", 2e-6)),
+        }
+        # Sparsification timed per call at a few sizes ("device.dgc" -> (numel, seconds)).
+        self.sparsify_measured: dict[str, tuple[tuple[float, ...], tuple[float, ...]]] = {
+            key: (tuple(map(float, t["numel"])), tuple(map(float, t["seconds"])))
+            for key, t in data.get("sparsify_measured", {}).items()
         }
 
     def precision_problem(self, precision: str) -> str | None:
@@ -254,8 +277,12 @@ class SpecProfile(DeviceProfile):
             if method not in passes:
                 raise ValueError(f"sparsify method must be one of {SPARSIFY_METHODS}")
             nbytes = passes[method] * n * f4 + 3 * k * f4  # + values and int32 indices out
+            where = str(p.get("where", "device"))
+            table = self.sparsify_measured.get(f"{where}.{method}")
+            if table is not None:
+                return interpolate_per_call(n, *table)
             launches = {"exact": 2, "dgc": 4, "gaussian": 3, "random": 2, "threshold": 2}[method]
-            if str(p.get("where", "device")) == "host":
+            if where == "host":
                 return launches * self.host["launch_overhead_s"] + self._host_time(nbytes)
             return (launches - 1) * self.launch_overhead + self.elementwise_time(nbytes)
         if family == "projection":

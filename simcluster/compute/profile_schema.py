@@ -23,13 +23,14 @@ from __future__ import annotations
 import math
 from typing import Annotated, Any, Literal
 
-from pydantic import ConfigDict, Field, ValidationError, field_validator
+from pydantic import ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from simcluster.errors import ConfigError
 from simcluster.schema import STRICT_CONFIG, StrictModel, pydantic_to_config_error
 
 __all__ = [
     "SpecDevice",
+    "SparsifyTable",
     "NetworkSection",
     "TransportSection",
     "validate_spec_device",
@@ -56,6 +57,38 @@ class HostSection(StrictModel):
     launch_overhead_s: Overhead = 2e-6
 
 
+class SparsifyTable(StrictModel):
+    """A sparsification implementation's time per call, measured at a few sizes.
+
+    ``numel``: tensor sizes (fp32 elements, strictly increasing); ``seconds``: the
+    time of one call at each size (the whole call as the implementation runs it:
+    its kernels, launches, host syncs and Python); ``density``: the fraction kept
+    when it was timed; ``source``: where the figures come from.
+    """
+
+    model_config = _OPEN
+    numel: list[Annotated[float, Field(gt=0, le=1e13)]] = Field(min_length=2)
+    seconds: list[Overhead] = Field(min_length=2)
+    density: Fraction
+    source: str = Field(min_length=1)
+
+    @field_validator("numel")
+    @classmethod
+    def _increasing(cls, v: list[float]) -> list[float]:
+        if any(b <= a for a, b in zip(v, v[1:], strict=False)):
+            raise ValueError("sizes must be strictly increasing")
+        return v
+
+    @model_validator(mode="after")
+    def _one_time_per_size(self) -> SparsifyTable:
+        if len(self.seconds) != len(self.numel):
+            raise ValueError(
+                f"seconds has {len(self.seconds)} entries, numel {len(self.numel)}: "
+                "one time per size"
+            )
+        return self
+
+
 class SpecDevice(StrictModel):
     """``device`` of a spec profile: a roofline's constants."""
 
@@ -72,6 +105,20 @@ class SpecDevice(StrictModel):
     sm_count: int | None = Field(None, ge=1, le=100_000)
     #: FP32 CUDA-core lanes per SM (whitepaper): 64 on Volta and GA100, 128 on Hopper
     fp32_lanes_per_sm: int | None = Field(None, ge=1, le=4096)
+    #: sparsification timed as a whole call ("device.dgc", "host.dgc", ...): when an
+    #: entry is present it replaces the roofline's pass count for that method and side
+    sparsify_measured: dict[str, SparsifyTable] = {}
+
+    @field_validator("sparsify_measured")
+    @classmethod
+    def _sparsify_keys(cls, v: dict[str, SparsifyTable]) -> dict[str, SparsifyTable]:
+        from simcluster.compute.profile import SPARSIFY_METHODS
+
+        allowed = [f"{w}.{m}" for w in ("device", "host") for m in SPARSIFY_METHODS]
+        for key in v:
+            if key not in allowed:
+                raise ValueError(f"unknown key {key!r}; allowed: {', '.join(allowed)}")
+        return v
 
     @field_validator("peak_flops")
     @classmethod
