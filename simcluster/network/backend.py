@@ -7,6 +7,9 @@ Two backends share one interface, ``transfer(flows) -> simpy.Event`` where
   first waits its latency, then shares link bandwidth max-min fairly with every
   flow active at that moment, in every batch. Rates are recomputed only when
   flows start moving or end, over arrays of all active flows.
+- :class:`FoldedMaxMinNetwork` (``maxmin-folded``): the same, each max-min
+  solve folded by symmetry where that is exact (:mod:`simcluster.network.symmetry`);
+  the same rates bit for bit, so the same results.
 - :class:`ClosedFormNetwork` (``closed-form``): no contention. A flow takes
   ``latency + nbytes / min(capacity on its path)``; quick estimates for sweeps.
 
@@ -22,11 +25,13 @@ import simpy
 
 from simcluster.network.flow import FlowBatch, FlowSpec
 from simcluster.network.maxmin import concat_ranges, maxmin_rates
+from simcluster.network.symmetry import solve as folded_solve
 from simcluster.registry import Registry
 
 __all__ = [
     "NetworkBackend",
     "MaxMinNetwork",
+    "FoldedMaxMinNetwork",
     "ClosedFormNetwork",
     "make_network",
     "BACKENDS",
@@ -269,6 +274,8 @@ class MaxMinNetwork(NetworkBackend):
     """
 
     name = "maxmin"
+    #: the max-min solver (arguments and rates as :func:`maxmin_rates`)
+    solver = staticmethod(maxmin_rates)
 
     def __init__(
         self, env: simpy.Environment, capacity: np.ndarray, inter_node_link: np.ndarray
@@ -335,7 +342,7 @@ class MaxMinNetwork(NetworkBackend):
         if known is not None and known.size == ft.count:
             rates = known
         else:
-            rates = maxmin_rates(local, links, ft.count, self.capacity)
+            rates = self.solver(local, links, ft.count, self.capacity)
         self.rate_updates += 1
         ft.set_rates(slice(None), rates, self.env.now)
         self._load = np.bincount(links, weights=rates[local], minlength=self.capacity.size)
@@ -362,7 +369,7 @@ class MaxMinNetwork(NetworkBackend):
             self._add_load(links, neg[local])
         local, links = ft.entries(aff)
         self._add_load(links, -ft.rate[aff][local])
-        rates = maxmin_rates(local, links, aff.size, self.capacity, self._load)
+        rates = self.solver(local, links, aff.size, self.capacity, self._load)
         self.rate_updates += 1
         ft.set_rates(aff, rates, now)
         self._add_load(links, rates[local])
@@ -410,16 +417,35 @@ class MaxMinNetwork(NetworkBackend):
         self._reschedule()
 
 
+class FoldedMaxMinNetwork(MaxMinNetwork):
+    """:class:`MaxMinNetwork` whose solves fold flows and links that are the same up
+    to a symmetry into classes (:func:`simcluster.network.symmetry.solve`): exact,
+    so every rate, event and result is the unfolded model's."""
+
+    name = "maxmin-folded"
+
+    def __init__(
+        self, env: simpy.Environment, capacity: np.ndarray, inter_node_link: np.ndarray
+    ) -> None:
+        super().__init__(env, capacity, inter_node_link)
+        #: how many solves were ``folded`` and ``unfolded`` (refused or small)
+        self.fold_stats: dict[str, int] = {}
+
+    def solver(self, *args) -> np.ndarray:  # type: ignore[override]
+        return folded_solve(*args, stats=self.fold_stats)
+
+
 #: network models by name (``network_model`` in a scenario)
 BACKENDS: Registry[type[NetworkBackend]] = Registry("network model")
 BACKENDS.add("maxmin", MaxMinNetwork)
+BACKENDS.add("maxmin-folded", FoldedMaxMinNetwork)
 BACKENDS.add("closed-form", ClosedFormNetwork)
 
 
 def make_network(
     name: str, env: simpy.Environment, capacity: np.ndarray, inter_node_link: np.ndarray
 ) -> NetworkBackend:
-    """Backend by name: ``maxmin`` or ``closed-form``."""
+    """Backend by name: ``maxmin``, ``maxmin-folded`` or ``closed-form``."""
     return BACKENDS.lookup(name)(env, capacity, inter_node_link)
 
 
