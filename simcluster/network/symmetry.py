@@ -40,7 +40,7 @@ import numpy as np
 
 from simcluster.network.maxmin import REL_TOL, _compact, maxmin_rates
 
-__all__ = ["Folding", "fold", "folded_rates", "solve"]
+__all__ = ["Folding", "class_rates", "fold", "folded_rates", "solve"]
 
 #: random integer weights of classes in the multiset sums (< 2**20 each, so a
 #: sum over up to 2**33 incidences stays an exact float64 integer); fixed seed:
@@ -131,9 +131,13 @@ def _equal_rows(rows: np.ndarray, cls: np.ndarray, n: int, ncls: int, of: np.nda
     words = -(-ncls // per_word)
     if n * words > 8 * rows.size + (1 << 20):
         return False  # too many classes to check cheaply: refuse
-    base = float(1 << bits)
-    weights = base ** (cls % per_word)
-    packed = np.bincount(rows * words + cls // per_word, weights=weights, minlength=n * words)
+    if words == 1:
+        index, weights = rows, float(1 << bits) ** np.arange(ncls)
+    else:
+        index = rows * words + cls // per_word
+        weights = float(1 << bits) ** np.arange(per_word)
+        cls = cls % per_word
+    packed = np.bincount(index, weights=weights[cls], minlength=n * words)
     packed = packed.reshape(n, words)
     return bool(np.array_equal(packed, packed[_first_of(of)[of]]))
 
@@ -145,11 +149,16 @@ def fold(
     capacity: np.ndarray,
     load: np.ndarray | None = None,
     max_classes: int | None = None,
+    flow_color: np.ndarray | None = None,
 ) -> Folding | None:
     """The coarsest equitable partition of a max-min problem (arguments as
     :func:`~simcluster.network.maxmin.maxmin_rates`), or None when it has more
-    than ``max_classes`` flow classes (default ``num_flows // 8``, at least 16: too fine to
-    gain), fails the exact check, or crosses no link."""
+    than ``max_classes`` flow classes (default ``num_flows // 8``, at least 16: too
+    fine to gain), fails the exact check, or crosses no link.
+
+    flow_color: optional ints 0..k-1 per flow that classes must not mix (e.g. flows
+        that will end at different times); they only make the partition finer.
+    """
     ef = np.asarray(entry_flow, dtype=np.int64)
     if ef.size == 0:
         return None  # no links: every rate is inf, nothing to solve
@@ -170,8 +179,11 @@ def fold(
     nfc = -1
     fc = np.zeros(num_flows, dtype=np.int64)
     link_limit = max(nl0, 8 * max_classes)
+    seeds = 1 if flow_color is None else int(flow_color.max()) + 1
     for _ in range(MAX_ROUNDS):
         got = _factorize(_multiset_sums(ef, lc[el], num_flows), max_classes)
+        if got is not None and flow_color is not None:
+            got = _factorize(got[0] * seeds + flow_color, max_classes)
         if got is None:
             return None
         fc2, nfc2 = got
@@ -214,15 +226,43 @@ def folded_rates(
     link of the class, so the rates are equal bit for bit. ``capacity`` and
     ``load`` must be those the folding was derived for.
     """
+    every = np.ones(folding.num_flow_classes, dtype=bool)
+    return _fill(folding, every, capacity, load)[folding.flow_class]
+
+
+def class_rates(
+    folding: Folding, classes: np.ndarray, capacity: np.ndarray, load: np.ndarray | None
+) -> np.ndarray | None:
+    """Max-min rates (bytes/s) per flow class of the problem made of the flows of
+    ``classes`` (bool per class) only, sharing what ``load`` leaves of each link;
+    None when ``load`` is not the same on every link of a class these flows cross.
+
+    The folding may have been derived without load: the flows of some classes of
+    an equitable partition, with the same link classes, are again an equitable
+    partition, so only the load needs checking (exactly, per link).
+    """
+    if load is not None:
+        per_link = folding.per_link[:, classes].sum(axis=1)
+        touched = per_link[folding.link_class] > 0
+        left = load[folding.used[touched]]
+        rep = load[folding.used[folding.link_rep]][folding.link_class[touched]]
+        if not np.array_equal(left, rep):
+            return None
+    return _fill(folding, classes, capacity, load)
+
+
+def _fill(
+    folding: Folding, classes: np.ndarray, capacity: np.ndarray, load: np.ndarray | None
+) -> np.ndarray:
+    """Progressive filling of the flows of ``classes`` on the representative links."""
     rep = folding.used[folding.link_rep]
     cap = capacity[rep].astype(np.float64)
     tol = REL_TOL * cap
     if load is not None:
         cap = np.maximum(cap - load[rep], 0.0)
-    per_link = folding.per_link
-    nf = folding.num_flow_classes
-    frozen = np.zeros(nf, dtype=bool)
-    class_rate = np.full(nf, np.inf)
+    per_link = np.where(classes[None, :], folding.per_link, 0)
+    frozen = ~classes
+    class_rate = np.full(folding.num_flow_classes, np.inf)
     counts = per_link.sum(axis=1)
     share = np.empty(cap.size)
     level = 0.0
@@ -241,7 +281,7 @@ def folded_rates(
         frozen |= hit
         counts = counts - per_link[:, hit].sum(axis=1)
         busy = counts > 0
-    return class_rate[folding.flow_class]
+    return class_rate
 
 
 def solve(
