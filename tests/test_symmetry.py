@@ -139,6 +139,12 @@ def test_the_exact_check_rejects_a_partition_that_is_not_equitable():
     assert not _equal_rows(ef, np.zeros(4, dtype=np.int64), 3, 1, np.zeros(3, dtype=np.int64))
     assert not _equal_rows(el, np.zeros(4, dtype=np.int64), 3, 1, np.zeros(3, dtype=np.int64))
     assert _equal_rows(ef[:2], np.zeros(2, dtype=np.int64), 2, 1, np.zeros(2, dtype=np.int64))
+    # the same classes in another order are the same multiset; other classes are not
+    two = np.array([0, 0, 1, 1])
+    one_group = np.zeros(2, dtype=np.int64)
+    assert _equal_rows(two, np.array([0, 1, 1, 0]), 2, 2, one_group)
+    assert not _equal_rows(two, np.array([0, 1, 1, 1]), 2, 2, one_group)
+    assert not _equal_rows(two[::-1].copy(), np.array([0, 1, 1, 1]), 2, 2, one_group)
 
 
 @settings(max_examples=60, deadline=None)

@@ -107,9 +107,10 @@ def _factorize(keys: np.ndarray, limit: int) -> tuple[np.ndarray, int] | None:
         cand = np.union1d(cand, extra)
 
 
-def _multiset_sums(rows: np.ndarray, cls: np.ndarray, n: int) -> np.ndarray:
-    """Per row 0..n-1: the sum of the random weights of its entries' classes."""
-    return np.bincount(rows, weights=_WEIGHTS[cls % _WEIGHTS.size], minlength=n)
+def _multiset_sums(rows: np.ndarray, cols: np.ndarray, col_class: np.ndarray, n: int) -> np.ndarray:
+    """Per row 0..n-1: the sum of the random weights of the classes ``col_class``
+    of its entries' columns ``cols``."""
+    return np.bincount(rows, weights=_WEIGHTS.take(col_class, mode="wrap")[cols], minlength=n)
 
 
 def _first_of(group: np.ndarray) -> np.ndarray:
@@ -126,6 +127,16 @@ def _equal_rows(rows: np.ndarray, cls: np.ndarray, n: int, ncls: int, of: np.nda
     if rows.size == 0:
         return True
     counts = np.bincount(rows, minlength=n)
+    first = _first_of(of)[of]
+    if not np.array_equal(counts, counts[first]):
+        return False  # rows of one group with different entry counts
+    if rows.size < 2 or bool(np.all(rows[1:] >= rows[:-1])):
+        # entries grouped by row (flows in path order): the same classes in the
+        # same order as the group's first row is enough, and O(entries)
+        start = np.cumsum(counts) - counts
+        same = start[first][rows] + (np.arange(rows.size) - start[rows])
+        if np.array_equal(cls, cls[same]):
+            return True
     bits = int(counts.max()).bit_length()
     per_word = max(1, 52 // bits)
     words = -(-ncls // per_word)
@@ -139,7 +150,7 @@ def _equal_rows(rows: np.ndarray, cls: np.ndarray, n: int, ncls: int, of: np.nda
         cls = cls % per_word
     packed = np.bincount(index, weights=weights[cls], minlength=n * words)
     packed = packed.reshape(n, words)
-    return bool(np.array_equal(packed, packed[_first_of(of)[of]]))
+    return bool(np.array_equal(packed, packed[first]))
 
 
 def fold(
@@ -181,13 +192,13 @@ def fold(
     link_limit = max(nl0, 8 * max_classes)
     seeds = 1 if flow_color is None else int(flow_color.max()) + 1
     for _ in range(MAX_ROUNDS):
-        got = _factorize(_multiset_sums(ef, lc[el], num_flows), max_classes)
+        got = _factorize(_multiset_sums(ef, el, lc, num_flows), max_classes)
         if got is not None and flow_color is not None:
             got = _factorize(got[0] * seeds + flow_color, max_classes)
         if got is None:
             return None
         fc2, nfc2 = got
-        sums = _factorize(_multiset_sums(el, fc2[ef], nl), link_limit)
+        sums = _factorize(_multiset_sums(el, ef, fc2, nl), link_limit)
         if sums is None:
             return None
         got = _factorize(sums[0] * nl0 + base, link_limit)
