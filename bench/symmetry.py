@@ -20,7 +20,7 @@ flow and link classes found, and CPU seconds (``time.process_time``, best of
 (:func:`simcluster.network.maxmin.maxmin_rates`), of deriving and checking the
 classes (:func:`simcluster.network.symmetry.fold`) and of the folded solve,
 and whether the rates are equal bit for bit. Second table: the three
-collectives simulated to the end (100, 400 and 200 MB: flows end at different
+collectives simulated to the end (2, 10 and 4 GB: long enough to overlap; flows end at different
 times and the rest are re-solved) on the ``maxmin`` and ``maxmin-folded``
 network models: CPU seconds of ``env.run()`` (best of ``--repeat``), solves
 folded / unfolded, and whether every collective ends at the same time.
@@ -50,7 +50,7 @@ def _cluster(gpus: int, routing: str):
 
 
 #: bytes of each pattern's allreduce in the simulated table
-SIZES = {"dp": 1e8, "tp": 4e8, "halves": 2e8}
+SIZES = {"dp": 2e9, "tp": 1e10, "halves": 4e9}
 
 
 def _lowered(gpus: int, routing: str):
