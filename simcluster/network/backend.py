@@ -453,8 +453,7 @@ class FoldedMaxMinNetwork(MaxMinNetwork):
         if self._folding is None or self._folding[0] is not ft.links:
             live = np.flatnonzero(ft.alive)
             local, links = ft.entries(live)
-            seed = np.stack([ft.size[live], ft.rem[live], ft.rate[live], ft.tref[live]], axis=1)
-            color = np.unique(seed, axis=0, return_inverse=True)[1].reshape(-1)
+            color = symmetry.colors(ft.size[live], ft.rem[live], ft.rate[live], ft.tref[live])
             f = symmetry.fold(local, links, live.size, self.capacity, flow_color=color)
             of = np.full(ft.count, -1, dtype=np.int64)
             if f is not None:

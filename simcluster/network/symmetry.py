@@ -40,7 +40,7 @@ import numpy as np
 
 from simcluster.network.maxmin import REL_TOL, _compact, maxmin_rates
 
-__all__ = ["Folding", "class_rates", "fold", "folded_rates", "solve"]
+__all__ = ["Folding", "class_rates", "colors", "fold", "folded_rates", "solve"]
 
 #: random integer weights of classes in the multiset sums (< 2**20 each, so a
 #: sum over up to 2**33 incidences stays an exact float64 integer); fixed seed:
@@ -105,6 +105,15 @@ def _factorize(keys: np.ndarray, limit: int) -> tuple[np.ndarray, int] | None:
         else:
             extra = np.unique(extra[: 64 * limit])
         cand = np.union1d(cand, extra)
+
+
+def colors(*columns: np.ndarray) -> np.ndarray:
+    """Ids 0..k-1 of the distinct rows of equal-length columns (exact values)."""
+    out = np.zeros(columns[0].size, dtype=np.int64)
+    for col in columns:
+        ids, n = _factorize(col, col.size)  # type: ignore[misc]
+        out = _factorize(out * n + ids, col.size)[0]  # type: ignore[index]
+    return out
 
 
 def _multiset_sums(rows: np.ndarray, cols: np.ndarray, col_class: np.ndarray, n: int) -> np.ndarray:
