@@ -189,15 +189,11 @@ def fold(
     cap = capacity[used].astype(np.float64)
     eff = cap if load is None else np.maximum(cap - load[used], 0.0)
     # links start coloured by their exact (capacity, capacity left)
-    c1 = _factorize(cap, nl)
-    c2 = _factorize(eff, nl)
-    assert c1 is not None and c2 is not None
-    lc0 = _factorize(c1[0] * c2[1] + c2[0], nl)
-    assert lc0 is not None
-    base, nl0 = lc0
+    base, nl0 = _factorize(cap, nl)  # type: ignore[misc]
+    if load is not None:
+        left, n_left = _factorize(eff, nl)  # type: ignore[misc]
+        base, nl0 = _factorize(base * n_left + left, nl)  # type: ignore[misc]
     lc, nlc = base, nl0
-    nfc = -1
-    fc = np.zeros(num_flows, dtype=np.int64)
     link_limit = max(nl0, 8 * max_classes)
     seeds = 1 if flow_color is None else int(flow_color.max()) + 1
     for _ in range(MAX_ROUNDS):
@@ -206,16 +202,21 @@ def fold(
             got = _factorize(got[0] * seeds + flow_color, max_classes)
         if got is None:
             return None
-        fc2, nfc2 = got
-        sums = _factorize(_multiset_sums(el, ef, fc2, nl), link_limit)
-        if sums is None:
-            return None
-        got = _factorize(sums[0] * nl0 + base, link_limit)
+        fc, nfc = got
+        sums = _multiset_sums(el, ef, fc, nl)
+        shift = float(1 << int(sums.max()).bit_length())
+        if nl0 * shift < 2.0**53:  # (base colour, sum) as one exact float
+            got = _factorize(sums + base * shift, link_limit)
+        else:
+            got = _factorize(sums, link_limit)
+            if got is not None:
+                got = _factorize(got[0] * nl0 + base, link_limit)
         if got is None:
             return None
-        lc2, nlc2 = got
-        stable = nfc2 == nfc and nlc2 == nlc  # refinement only splits: same count, same partition
-        fc, nfc, lc, nlc = fc2, nfc2, lc2, nlc2
+        # refinement only splits: as many link classes as before is the same
+        # partition, and the flows' next split (from the same link classes) too
+        stable = got[1] == nlc
+        lc, nlc = got
         if stable:
             break
     else:
