@@ -242,3 +242,18 @@ def test_the_folded_network_gives_the_same_trace(name, monkeypatch):
         assert a.end_time == b.end_time
         assert sorted(a.rows) == sorted(b.rows)
         assert (a.flows, a.rate_updates, a.events) == (b.flows, b.rate_updates, b.events)
+
+
+def test_solve_folds_or_falls_back_with_the_same_rates(monkeypatch):
+    ctx = _ctx("pods-dmodk-oversubscribed")
+    P = ctx.cluster.num_ranks
+    _, phases = lower(ctx, CollectiveCall("allreduce", (tuple(range(P)),), 1e8, "ring"))
+    ring = (phases[0].entry_flow, phases[0].entry_link, phases[0].num_flows, ctx.capacity)
+    rng = np.random.default_rng(3)
+    ef = np.repeat(np.arange(600), 3)
+    irregular = (ef, rng.integers(0, 300, ef.size), 600, rng.uniform(1e9, 2e9, 300))
+    stats: dict[str, int] = {}
+    for args, min_flows in [(ring, 0), (irregular, 0), (ring, 10**9)]:
+        monkeypatch.setattr(symmetry, "FOLD_MIN_FLOWS", min_flows)
+        assert np.array_equal(symmetry.solve(*args, stats=stats), maxmin_rates(*args))
+    assert stats == {"folded": 1, "unfolded": 2}
