@@ -20,12 +20,14 @@ so its rates equal the unfolded solve's bit for bit.
 
 The partition is *derived*, never assumed: colour refinement (1-dimensional
 Weisfeiler-Leman) starts from links coloured by their exact (capacity, load)
-and flows all alike, then splits flows by the multiset of their links' classes
-and links by the multiset of their flows' classes until nothing splits. The
-multisets are compared through sums of random integer weights (exact in
-float64, so order-free); a collision of two sums could merge classes that
-differ, so the final partition is checked exactly (per row, the count of each
-class packed base-B into float64 words, compared with the class's first row).
+and flows all alike (or apart by a caller's seed colours), then splits flows
+by the multiset of their links' classes and links by the multiset of their
+flows' classes until nothing splits. The multisets are compared through sums
+of random integer weights (exact in float64, so order-free); a collision of
+two sums could merge classes that differ, so the final partition is checked
+exactly: each flow's links in path order against its class's first flow, and
+where that differs, and for links, per row the count of each class packed
+base-B into float64 words, compared with the class's first row.
 When the check fails, or the classes are too many to gain anything, folding is
 refused (``None``) and the caller solves the problem unfolded.
 
