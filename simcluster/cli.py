@@ -373,7 +373,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--out", help="results folder (default results/<scenario name>)")
     r.add_argument(
         "--network-model",
-        choices=["maxmin", "closed-form"],
+        choices=["maxmin", "maxmin-folded", "closed-form"],
         help="override the scenario's network model",
     )
     r.add_argument("--no-plots", action="store_true", help="skip the PNG plots")

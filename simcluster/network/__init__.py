@@ -3,6 +3,7 @@
 from simcluster.network.backend import (
     BACKENDS,
     ClosedFormNetwork,
+    FoldedMaxMinNetwork,
     MaxMinNetwork,
     NetworkBackend,
     make_network,
@@ -15,6 +16,7 @@ __all__ = [
     "ClosedFormNetwork",
     "FlowBatch",
     "FlowSpec",
+    "FoldedMaxMinNetwork",
     "MaxMinNetwork",
     "NetworkBackend",
     "make_network",

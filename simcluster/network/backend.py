@@ -7,6 +7,9 @@ Two backends share one interface, ``transfer(flows) -> simpy.Event`` where
   first waits its latency, then shares link bandwidth max-min fairly with every
   flow active at that moment, in every batch. Rates are recomputed only when
   flows start moving or end, over arrays of all active flows.
+- :class:`FoldedMaxMinNetwork` (``maxmin-folded``): the same, each max-min
+  solve folded by symmetry where that is exact (:mod:`simcluster.network.symmetry`);
+  the same rates bit for bit, so the same results.
 - :class:`ClosedFormNetwork` (``closed-form``): no contention. A flow takes
   ``latency + nbytes / min(capacity on its path)``; quick estimates for sweeps.
 
@@ -20,6 +23,7 @@ from collections.abc import Sequence
 import numpy as np
 import simpy
 
+from simcluster.network import symmetry
 from simcluster.network.flow import FlowBatch, FlowSpec
 from simcluster.network.maxmin import concat_ranges, maxmin_rates
 from simcluster.registry import Registry
@@ -27,6 +31,7 @@ from simcluster.registry import Registry
 __all__ = [
     "NetworkBackend",
     "MaxMinNetwork",
+    "FoldedMaxMinNetwork",
     "ClosedFormNetwork",
     "make_network",
     "BACKENDS",
@@ -335,7 +340,7 @@ class MaxMinNetwork(NetworkBackend):
         if known is not None and known.size == ft.count:
             rates = known
         else:
-            rates = maxmin_rates(local, links, ft.count, self.capacity)
+            rates = self._full_rates(local, links)
         self.rate_updates += 1
         ft.set_rates(slice(None), rates, self.env.now)
         self._load = np.bincount(links, weights=rates[local], minlength=self.capacity.size)
@@ -362,10 +367,19 @@ class MaxMinNetwork(NetworkBackend):
             self._add_load(links, neg[local])
         local, links = ft.entries(aff)
         self._add_load(links, -ft.rate[aff][local])
-        rates = maxmin_rates(local, links, aff.size, self.capacity, self._load)
+        rates = self._partial_rates(aff, local, links)
         self.rate_updates += 1
         ft.set_rates(aff, rates, now)
         self._add_load(links, rates[local])
+
+    def _full_rates(self, local: np.ndarray, links: np.ndarray) -> np.ndarray:
+        """Max-min rates of every flow of the table (``local``, ``links``: its entries)."""
+        return maxmin_rates(local, links, self._flows.count, self.capacity)
+
+    def _partial_rates(self, aff: np.ndarray, local: np.ndarray, links: np.ndarray) -> np.ndarray:
+        """Max-min rates of the flows ``aff`` (entries ``local``, ``links``) on what
+        the other live flows leave of each link (``_load``, theirs only)."""
+        return maxmin_rates(local, links, aff.size, self.capacity, self._load)
 
     def _add_load(self, links: np.ndarray, rates: np.ndarray) -> None:
         np.add.at(self._load, links, rates)
@@ -410,16 +424,82 @@ class MaxMinNetwork(NetworkBackend):
         self._reschedule()
 
 
+class FoldedMaxMinNetwork(MaxMinNetwork):
+    """:class:`MaxMinNetwork` whose solves fold flows and links that are the same up
+    to a symmetry into classes (:mod:`simcluster.network.symmetry`): exact, so every
+    rate, event and result is the unfolded model's.
+
+    The classes are derived once per flow table (at the arrival that builds it,
+    or at its first re-solve), over its live flows, with flows of different
+    size, remaining bytes, rate or rate time kept apart (they may end at
+    different times). A re-solve whose flows are whole classes, with the same
+    load on every link of a class, is solved once per class; any other solve is
+    unfolded.
+    """
+
+    name = "maxmin-folded"
+
+    def __init__(
+        self, env: simpy.Environment, capacity: np.ndarray, inter_node_link: np.ndarray
+    ) -> None:
+        super().__init__(env, capacity, inter_node_link)
+        #: how many solves were ``folded`` and ``unfolded`` (refused, small or mixed)
+        self.fold_stats: dict[str, int] = {"folded": 0, "unfolded": 0}
+        #: (the table's link array it was derived for, folding or None, class per flow)
+        self._folding: tuple[np.ndarray, symmetry.Folding | None, np.ndarray] | None = None
+
+    def _classes(self) -> tuple[symmetry.Folding | None, np.ndarray]:
+        ft = self._flows
+        if self._folding is None or self._folding[0] is not ft.links:
+            live = np.flatnonzero(ft.alive)
+            local, links = ft.entries(live)
+            color = symmetry.colors(ft.size[live], ft.rem[live], ft.rate[live], ft.tref[live])
+            f = symmetry.fold(local, links, live.size, self.capacity, flow_color=color)
+            of = np.full(ft.count, -1, dtype=np.int64)
+            if f is not None:
+                of[live] = f.flow_class
+            self._folding = (ft.links, f, of)
+        return self._folding[1], self._folding[2]
+
+    def _fold_or(self, aff: np.ndarray, load: np.ndarray | None) -> np.ndarray | None:
+        """Rates of the flows ``aff`` solved by class, or None where that is not exact."""
+        if aff.size < symmetry.FOLD_MIN_FLOWS:
+            return None
+        f, of = self._classes()
+        if f is None:
+            return None
+        cls = of[aff]
+        count = np.bincount(cls, minlength=f.num_flow_classes)
+        if cls.min() < 0 or not np.all((count == 0) | (count == f.flow_size)):
+            return None  # part of a class: not a symmetric sub-problem
+        rates = symmetry.class_rates(f, count > 0, self.capacity, load)
+        return None if rates is None else rates[cls]
+
+    def _count(self, rates: np.ndarray | None) -> None:
+        self.fold_stats["unfolded" if rates is None else "folded"] += 1
+
+    def _full_rates(self, local: np.ndarray, links: np.ndarray) -> np.ndarray:
+        rates = self._fold_or(np.arange(self._flows.count), None)
+        self._count(rates)
+        return super()._full_rates(local, links) if rates is None else rates
+
+    def _partial_rates(self, aff: np.ndarray, local: np.ndarray, links: np.ndarray) -> np.ndarray:
+        rates = self._fold_or(aff, self._load)
+        self._count(rates)
+        return super()._partial_rates(aff, local, links) if rates is None else rates
+
+
 #: network models by name (``network_model`` in a scenario)
 BACKENDS: Registry[type[NetworkBackend]] = Registry("network model")
 BACKENDS.add("maxmin", MaxMinNetwork)
+BACKENDS.add("maxmin-folded", FoldedMaxMinNetwork)
 BACKENDS.add("closed-form", ClosedFormNetwork)
 
 
 def make_network(
     name: str, env: simpy.Environment, capacity: np.ndarray, inter_node_link: np.ndarray
 ) -> NetworkBackend:
-    """Backend by name: ``maxmin`` or ``closed-form``."""
+    """Backend by name: ``maxmin``, ``maxmin-folded`` or ``closed-form``."""
     return BACKENDS.lookup(name)(env, capacity, inter_node_link)
 
 
