@@ -60,7 +60,7 @@ from simcluster.partition import (
     table1_metrics,
 )
 from simcluster.partition.keys import unique_inverse
-from simcluster.program import CollectiveCall, Op, RankClass, collective, compute
+from simcluster.program import CollectiveCall, Groups, Op, RankClass, collective, compute
 from simcluster.schedules.base import (
     BuildContext,
     Iteration,
@@ -263,16 +263,18 @@ class _NodePairs:
         self.table = np.empty(w * w, dtype=object) if small else None
         self.made = np.zeros(w * w, dtype=bool) if small else None
 
-    def __call__(self, keys: np.ndarray) -> tuple[tuple[int, int], ...]:
+    def __call__(self, keys: np.ndarray) -> Groups:
         w, rep = self.width, self.rep
+        src, dst = rep[keys // w], rep[keys % w]
+        flat = np.stack([src, dst], axis=1).reshape(-1)
         if self.table is None or self.made is None:
-            return tuple(zip(rep[keys // w].tolist(), rep[keys % w].tolist(), strict=True))
+            return Groups(zip(src.tolist(), dst.tolist(), strict=True), flat)
         new = keys[~self.made[keys]]
         if new.size:
             made = zip(rep[new // w].tolist(), rep[new % w].tolist(), strict=True)
             self.table[new] = np.fromiter(made, dtype=object, count=new.size)
             self.made[new] = True
-        return tuple(self.table[keys].tolist())
+        return Groups(self.table[keys].tolist(), flat)
 
 
 def _exchange(
