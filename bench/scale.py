@@ -159,7 +159,9 @@ def main() -> None:
         f"{'schedule':<19}{'GPUs':>8}{'wall s':>9}{'CPU s':>8}{'peak MB':>9}{'events':>9}"
         f"{'flows':>10}{'iteration s':>13}{'p50 s':>9}{'p99 s':>9}"
     )
-    cases = [(s, g, args.topology) for s in args.schedules.split(",") for g in args.gpus.split(",")]
+    cases = [
+        (s, g, args.topology) for s in args.schedules.split(",") for g in args.gpus.split(",") if g
+    ]
     cases += [("spmv", p, args.spmv_topology) for p in args.spmv.split(",") if p]
     cases += [("ddp", g, args.large_topology) for g in args.large.split(",") if g]
     cases += [("ddp~jitter", g, args.topology) for g in args.jitter.split(",") if g]

@@ -23,6 +23,7 @@ from simcluster.errors import SimclusterError
 __all__ = [
     "OPS",
     "CollectiveCall",
+    "Groups",
     "Op",
     "RankClass",
     "ProgramError",
@@ -43,6 +44,29 @@ OPS = {
     "p2p": "bytes from groups[i][0] to groups[i][1]",
     "alltoall": "bytes each rank sends to every other rank of its group",
 }
+
+
+class Groups(tuple):
+    """A :attr:`CollectiveCall.groups` tuple that also holds its ranks as one
+    int64 array (:attr:`flat`, the groups back to back) and computes its hash
+    once. It equals, and hashes as, the plain tuple of the same groups; made
+    where the ranks already are arrays (tens of thousands of p2p pairs), it
+    spares the lowering a pass over the tuples and the caches a rehash."""
+
+    flat: np.ndarray
+
+    def __new__(cls, groups, flat: np.ndarray | None = None) -> Groups:
+        self = super().__new__(cls, groups)
+        if flat is None:
+            flat = np.fromiter((r for g in self for r in g), dtype=np.int64)
+        self.flat = flat
+        return self
+
+    def __hash__(self) -> int:
+        h = self.__dict__.get("_hash")
+        if h is None:
+            h = self.__dict__["_hash"] = tuple.__hash__(self)
+        return h
 
 
 @dataclass(frozen=True)

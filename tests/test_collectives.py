@@ -153,3 +153,22 @@ def test_p2p_batch_lowering_equals_flow_by_flow():
     want = FlowBatch.from_flows([f for g in pairs for f in p2p.send(ctx, call, g)[0]])
     for name in ("entry_flow", "entry_link", "nbytes", "latency"):
         assert np.array_equal(getattr(batch, name), getattr(want, name)), name
+
+
+def test_groups_equal_and_hash_as_the_plain_tuple():
+    import pickle
+
+    import numpy as np
+
+    from simcluster.program import Groups
+
+    plain = ((0, 1), (2, 3), (5, 4))
+    g = Groups(plain)
+    np.testing.assert_array_equal(g.flat, [0, 1, 2, 3, 5, 4])
+    assert g == plain and hash(g) == hash(plain) and hash(g) == hash(plain)
+    a = CollectiveCall("p2p", g, 8.0, "direct")
+    b = CollectiveCall("p2p", plain, 8.0, "direct")
+    assert a == b and hash(a) == hash(b) and {a: 1}[b] == 1
+    back = pickle.loads(pickle.dumps(g))
+    assert back == plain and hash(back) == hash(plain)
+    np.testing.assert_array_equal(back.flat, g.flat)

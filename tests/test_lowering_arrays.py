@@ -116,3 +116,31 @@ def test_binary_tree_edge_array_matches_the_loop():
         assert [tuple(e) for e in arr.tolist()] == edges
         twin = (n - 1 - arr) if n % 2 == 0 else (arr + 1) % max(n, 1)
         assert [tuple(e) for e in twin.tolist()] == second_tree(edges, n)
+
+
+@pytest.mark.parametrize(("topology", "gpus", "profile"), CASES)
+def test_memoised_p2p_routes_are_identical(topology, gpus, profile):
+    """p2p lowering through the route memo: the arrays of a fresh routing, for
+    pairs seen before, new ones, repeats and a mix, call after call."""
+    sim = Simulation.for_topology(topology, gpus, profile)
+    ctx = sim.engine.ctx
+    P = sim.cluster.num_ranks
+    rng = np.random.default_rng(7)
+    for n in (1, 5, 40, 40, 200):
+        src, dst = rng.integers(0, P, n), rng.integers(0, P, n)
+        memo = ctx.flow_batch(src, dst, 3.0, memo=True)
+        fresh = ctx.flow_batch(src, dst, 3.0)
+        for a in ("entry_flow", "entry_link", "nbytes", "latency"):
+            np.testing.assert_array_equal(getattr(memo, a), getattr(fresh, a), strict=True)
+
+
+def test_route_memo_rejects_bad_ranks_like_the_cluster():
+    sim = Simulation.for_topology("puhti-2l", 64, "nccl-spec")
+    ctx = sim.engine.ctx
+    ctx.flow_batch(np.array([0]), np.array([5]), 1.0, memo=True)
+    with pytest.raises(Exception) as memo_err:
+        ctx.flow_batch(np.array([1]), np.array([-1]), 1.0, memo=True)  # code 63 if unchecked
+    with pytest.raises(Exception) as fresh_err:
+        ctx.flow_batch(np.array([1]), np.array([-1]), 1.0)
+    assert type(memo_err.value) is type(fresh_err.value)
+    assert str(memo_err.value) == str(fresh_err.value)

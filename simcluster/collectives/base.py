@@ -19,6 +19,7 @@ from functools import cached_property
 import numpy as np
 
 from simcluster.collectives.protocols import Nvls, Protocol, family_of, parse_nvls, parse_protocols
+from simcluster.collectives.route_memo import RouteMemo
 from simcluster.errors import UserError
 from simcluster.network.flow import FlowBatch, FlowSpec
 from simcluster.program import OPS, CollectiveCall  # the op vocabulary lives with the programs
@@ -269,16 +270,31 @@ class CommContext:
             dst=dst,
         )
 
-    def flow_batch(self, src: np.ndarray, dst: np.ndarray, nbytes: np.ndarray) -> FlowBatch:
-        """:meth:`flow` (one message each) for every (src, dst) pair, as arrays."""
+    @cached_property
+    def route_memo(self) -> RouteMemo:
+        """Routes of the rank pairs that :meth:`flow_batch` with ``memo`` saw."""
+        return RouteMemo(self.cluster)
+
+    def flow_batch(
+        self, src: np.ndarray, dst: np.ndarray, nbytes: np.ndarray, memo: bool = False
+    ) -> FlowBatch:
+        """:meth:`flow` (one message each) for every (src, dst) pair, as arrays.
+
+        memo: route through :attr:`route_memo` (the same arrays), for calls
+        whose pairs recur from call to call while the calls themselves differ.
+        """
         n = int(np.asarray(src).size)
-        entry_flow, entry_link = self.cluster.routes(src, dst)
+        if memo:
+            entry_flow, entry_link, path = self.route_memo.routes(src, dst)
+        else:
+            entry_flow, entry_link = self.cluster.routes(src, dst)
+            path = None
         if self.active is not None:
             hops = np.stack([self.active[c] for c in ("nvlink", "pcie", "net")])
             latency = hops[self.hop_classes(src, dst)]
         else:
-            # Summed link by link in path order, as path_latency does.
-            path = self.path_latencies(entry_flow, entry_link, n)
+            if path is None:  # summed link by link in path order, as path_latency does
+                path = self.path_latencies(entry_flow, entry_link, n)
             latency = path + self.per_message_overhead
         nbytes = np.broadcast_to(np.asarray(nbytes, dtype=np.float64), (n,)).copy()
         return FlowBatch(entry_flow, entry_link, nbytes, latency)

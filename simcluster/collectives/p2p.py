@@ -23,11 +23,13 @@ def send_batch(ctx: CommContext, call: CollectiveCall) -> list[FlowBatch]:
     """:func:`send` for every group at once: one phase, built as arrays."""
     if not call.groups:
         return []
-    flat = np.fromiter(itertools.chain.from_iterable(call.groups), dtype=np.int64)
+    flat = getattr(call.groups, "flat", None)  # a program.Groups: its ranks as an array
+    if flat is None:
+        flat = np.fromiter(itertools.chain.from_iterable(call.groups), dtype=np.int64)
     if flat.size != 2 * len(call.groups):
         bad = next(g for g in call.groups if len(g) != 2)
         raise ValueError(f"p2p groups are (src, dst) pairs, got {bad}")
-    return [ctx.flow_batch(flat[0::2], flat[1::2], call.nbytes)]
+    return [ctx.flow_batch(flat[0::2], flat[1::2], call.nbytes, memo=True)]
 
 
 def alltoall_batch(ctx: CommContext, call: CollectiveCall) -> list[FlowBatch]:

@@ -91,17 +91,18 @@ def layer_comm(
     # every (column, reader part) once; a message entry where reader != owner
     cols = max(int(layer.cols), 1)
     if p * p * cols < 1 << 62:  # one sort by (owner, reader, column)
-        keys = unique_sorted((c[remote] * p + r[remote]) * cols + layer.indices[remote])
+        keys = unique_sorted(((c * p + r) * cols + layer.indices)[remote])
         pairs, words = unique_counts_sorted(keys // cols)
     else:
         keys = unique_sorted(layer.indices[remote].astype(np.int64) * p + r[remote])
         col, reader = keys // p, keys % p
         pairs, words = unique_counts(in_owner[col] * p + reader)
+    src, dst = np.divmod(pairs, p)
     return LayerComm(
         parts=p,
-        src=pairs // p,
-        dst=pairs % p,
-        words=words.astype(np.int64),
+        src=src,
+        dst=dst,
+        words=words.astype(np.int64, copy=False),
         rows=rows,
         nnz=nnz,
         nnz_remote=nnz_remote,

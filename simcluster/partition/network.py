@@ -238,7 +238,7 @@ def _pin_cut(layer, in_owner: np.ndarray, rows: np.ndarray, parts: int) -> int:
     reader = rows[layer.row_of_nnz]
     col = layer.indices.astype(np.int64)
     remote = reader != in_owner[col]
-    return NET_COST * count_unique(col[remote] * parts + reader[remote])
+    return NET_COST * count_unique((col * parts + reader)[remote])
 
 
 def partition_network(

@@ -60,7 +60,7 @@ from simcluster.partition import (
     table1_metrics,
 )
 from simcluster.partition.keys import unique_inverse
-from simcluster.program import CollectiveCall, Op, RankClass, collective, compute
+from simcluster.program import CollectiveCall, Groups, Op, RankClass, collective, compute
 from simcluster.schedules.base import (
     BuildContext,
     Iteration,
@@ -263,16 +263,18 @@ class _NodePairs:
         self.table = np.empty(w * w, dtype=object) if small else None
         self.made = np.zeros(w * w, dtype=bool) if small else None
 
-    def __call__(self, keys: np.ndarray) -> tuple[tuple[int, int], ...]:
+    def __call__(self, keys: np.ndarray) -> Groups:
         w, rep = self.width, self.rep
+        src, dst = rep[keys // w], rep[keys % w]
+        flat = np.stack([src, dst], axis=1).reshape(-1)
         if self.table is None or self.made is None:
-            return tuple(zip(rep[keys // w].tolist(), rep[keys % w].tolist(), strict=True))
+            return Groups(zip(src.tolist(), dst.tolist(), strict=True), flat)
         new = keys[~self.made[keys]]
         if new.size:
             made = zip(rep[new // w].tolist(), rep[new % w].tolist(), strict=True)
             self.table[new] = np.fromiter(made, dtype=object, count=new.size)
             self.made[new] = True
-        return tuple(self.table[keys].tolist())
+        return Groups(self.table[keys].tolist(), flat)
 
 
 def _exchange(
@@ -283,19 +285,26 @@ def _exchange(
     inter = src_node != dst_node
     # message sizes repeat: price each distinct size once
     sizes, at = unique_inverse(lc.words)
-    gather = cost.elementwise(sizes, 2 * wb + 4)[at]  # read value + index, write buffer
-    shm = np.where(inter, 0.0, cost.elementwise(sizes, 2 * wb)[at])  # through shared memory
+    gather = cost.elementwise(sizes, 2 * wb + 4)  # read value + index, write buffer
+    shm = cost.elementwise(sizes, 2 * wb)  # a copy through shared memory (intra-node)
     scatter = cost.elementwise(sizes, 3 * wb + 4)[at]  # read buffer, add into s, index
+    # per message: gather + 0.0 (inter-node) or gather + shm, priced per size
+    pack = np.concatenate([gather + 0.0, gather + shm])[at + sizes.size * ~inter]
 
     def per_rank(who: np.ndarray, t: np.ndarray) -> np.ndarray:
         return np.bincount(who, weights=t, minlength=P) if t.size else np.zeros(P)
 
     width = pairs.width
-    keys, inv = unique_inverse(src_node[inter] * width + dst_node[inter])
-    nbytes = np.bincount(inv, weights=lc.words[inter]) * wire if keys.size else np.zeros(0)
+    code = (src_node * width + dst_node)[inter]
+    words = lc.words[inter]
+    if code.size and width * width <= 2 * code.size + (1 << 12):  # node pairs by bincount
+        keys = np.flatnonzero(np.bincount(code, minlength=width * width))
+        nbytes = np.bincount(code, weights=words, minlength=width * width)[keys] * wire
+    else:
+        keys, inv = unique_inverse(code)
+        nbytes = np.bincount(inv, weights=words) * wire if keys.size else np.zeros(0)
     mean = float(nbytes.mean()) if nbytes.size else 0.0
     back_keys = (keys % width) * width + keys // width  # the same node pairs, reversed
-    pack = gather + shm
     return _Exchange(
         forward=CollectiveCall("p2p", pairs(keys), mean, "direct"),
         backward=CollectiveCall("p2p", pairs(back_keys), mean, "direct"),
