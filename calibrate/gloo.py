@@ -142,16 +142,18 @@ def sharing(rounds: int, reps: int) -> dict[str, list[float]]:
 
     job = _Job(torch)
     job(3)
-    together, alone = [], []
+    together, alone, alone_wall = [], [], []
     for _ in range(rounds):
         dist.barrier()
         together.append(job(reps))
     for _ in range(rounds):
         dist.barrier()
         if dist.get_rank() == 0:  # thread CPU time, the device profile's clock
+            t0 = time.perf_counter()
             alone.append(job(reps, time.thread_time))
+            alone_wall.append(time.perf_counter() - t0)
         dist.barrier()
-    return {"together_s": together, "alone_s": alone}
+    return {"together_s": together, "alone_s": alone, "alone_wall_s": alone_wall}
 
 
 def reduce_ranks(per_rank: list[dict[str, Any]], reps_job: int) -> dict[str, Any]:
@@ -180,6 +182,11 @@ def reduce_ranks(per_rank: list[dict[str, Any]], reps_job: int) -> dict[str, Any
     together = [statistics.mean(s) for s in zip(*(g["compute"]["together_s"] for g in per_rank),
                                                 strict=True)]  # fmt: skip
     alone = per_rank[0]["compute"]["alone_s"]
+    alone_wall = per_rank[0]["compute"].get("alone_wall_s") or []
+    wall = {}
+    if alone_wall:  # against a wall-clock time taken alone (a trace): wall over wall
+        ratio = statistics.median(together) / statistics.median(alone_wall)
+        wall = {"alone_wall_s": alone_wall, "factor_wall": ratio}
     return {
         "world": len(per_rank),
         "ops": ops,
@@ -188,6 +195,7 @@ def reduce_ranks(per_rank: list[dict[str, Any]], reps_job: int) -> dict[str, Any
             "together_s": together,
             "alone_s": alone,
             "factor": statistics.median(together) / statistics.median(alone),
+            **wall,
         },
     }
 
