@@ -36,6 +36,7 @@ each and their median (the reference a replayed trace is checked against).
 from __future__ import annotations
 
 import argparse
+import copy
 import datetime
 import importlib
 import inspect
@@ -264,14 +265,17 @@ def record(
     data = dict(cycles[0])
     data["traceEvents"] = [e for c in cycles for e in c.get("traceEvents", [])]
     out.parent.mkdir(parents=True, exist_ok=True)
-    facts = _interleaved(walls, unprofiled, data)
+    facts = _interleaved(walls, unprofiled, data, _small_step_cost(step))
     data["simcluster"] = {**header, "interleaved": facts}
     out.write_text(json.dumps(data))
     return facts
 
 
 def _interleaved(
-    walls: list[tuple[int, float, float]], unprofiled: int, data: dict[str, Any]
+    walls: list[tuple[int, float, float]],
+    unprofiled: int,
+    data: dict[str, Any],
+    step_cost: float | None = None,
 ) -> dict[str, Any]:
     """The interleaved recording's step times, operator count and profiler cost per op
     (from thread CPU time: another process taking the core adds wall time, not that)."""
@@ -285,7 +289,12 @@ def _interleaved(
     counts = [sum(1 for e in ops if m["ts"] <= e["ts"] < m["ts"] + m["dur"]) for m in marks]
     n_ops = statistics.median(counts) if counts else len(ops)
     overhead = statistics.median(prof_cpu) - statistics.median(un_cpu) if un_cpu else 0.0
-    per_op = profiler_cost()
+    # the profiler's cost per operator: from the same step on a tiny batch (all the
+    # operators, little compute), else from a loop of small ops
+    if step_cost is not None and n_ops:
+        per_op, how = step_cost / n_ops, "the same step at batch 2"
+    else:
+        per_op, how = profiler_cost(), "small aten::add calls"
     return {
         "unprofiled_per_cycle": unprofiled,
         "unprofiled_step_s": un,
@@ -298,10 +307,53 @@ def _interleaved(
         "profiled_less_unprofiled_cpu_median_s": overhead,
         "operators_per_step": n_ops,
         "profiler_overhead_s_per_op": per_op,
-        "method": "profiler_overhead_s_per_op: calibrate.trace.profiler_cost (a loop of "
-        "small aten::add calls, profiled with record_shapes vs not, least thread CPU "
-        "time of 7 rounds each, per recorded operator)",
+        "profiler_overhead_measured_on": how,
+        "method": "profiler_overhead_s_per_op: the same step on the first 2 samples of the "
+        "batch (the same operators, little compute), profiled as recorded (module marks, "
+        "record_shapes, after a profiler warm-up step) less unprofiled, least thread CPU "
+        "time of 9 rounds each, over the cpu_op events of a recorded step; where that "
+        "step cannot run, calibrate.trace.profiler_cost (a loop of small aten::add calls)",
     }
+
+
+def _small_step_cost(step: Step, rounds: int = 9) -> float | None:
+    """Seconds the profiler adds to one step, measured on ``step``'s first 2 samples
+    (the same operators, a fraction of the compute, so host load moves it little):
+    least thread CPU time profiled (module marks, ``record_shapes``, after a profiler
+    warm-up step, as :func:`record` records) less least unprofiled, over ``rounds``
+    alternations; None when the step cannot run on 2 samples."""
+    from torch.profiler import ProfilerActivity, profile, schedule
+
+    small = copy.copy(step)
+    small.x, small.y = step.x[:2].contiguous(), step.y[:2].contiguous()
+    acts = [ProfilerActivity.CPU]
+    if step.device.type == "cuda":
+        acts.append(ProfilerActivity.CUDA)
+
+    def timed_step() -> float:
+        c0 = time.thread_time()
+        small()
+        return time.thread_time() - c0
+
+    try:
+        timed_step()
+        un, pr = [], []
+        for _ in range(rounds):
+            un.append(timed_step())
+            handles = annotate_modules(small.module)
+            try:
+                plan = schedule(wait=0, warmup=1, active=1, repeat=1)
+                with profile(activities=acts, record_shapes=True, schedule=plan) as prof:
+                    small()
+                    prof.step()
+                    pr.append(timed_step())
+                    prof.step()
+            finally:
+                for h in handles:
+                    h.remove()
+    except (RuntimeError, ValueError):  # e.g. a norm layer that needs more samples
+        return None
+    return max(0.0, min(pr) - min(un))
 
 
 def profiler_cost(calls: int = 400, rounds: int = 7) -> float:
