@@ -217,11 +217,11 @@ def record(
     marked (:func:`annotate_modules`) during the profiled steps only.
 
     Returns (and writes into the header as ``interleaved``) every step's wall seconds by
-    kind, the operators per recorded step and the profiler's cost per recorded operator:
-    the median thread CPU time of the profiled steps (warm-up and recorded) less that
-    of the unprofiled ones (interleaved, so slow drift cancels; CPU time, since another
-    process taking the core adds wall time only), over the median operator count of a
-    recorded step, at least 0. The reader removes it once per operator.
+    kind, the operators per recorded step and the profiler's cost per recorded operator
+    (:func:`_small_step_cost` over the median operator count of a recorded step, else
+    :func:`profiler_cost`); the reader removes it once per operator. The steps' own
+    profiled-less-unprofiled difference is kept as a cross-check only: on a shared host
+    it is noisier than the cost itself.
     """
     from torch.profiler import ExecutionTraceObserver, ProfilerActivity, profile, schedule
 
