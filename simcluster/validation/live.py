@@ -8,9 +8,12 @@ live program ran them, and simulated:
 - gloo runs: a collective is a rendezvous of its group (it ends when the last rank
   arrives) followed by the seconds of :class:`simcluster.network.gloo.GlooModel`
   (messages and bytes of gloo's algorithm, per-message and per-byte costs and a
-  wake-up cost per call, per op and process count) from the run's own sweep
-  (``calibrate.live`` measures it on its processes before the patterns), else from
-  the ``gloo-host`` network profile (``simcluster calibrate gloo``); the constants
+  wake-up cost per call, per op and process count; per size where the sweep timed
+  calls right after compute, ``wake_by_bytes``) from the run's own sweep
+  (``calibrate.live`` measures it on its processes before the patterns; a sweep
+  without ``wake_by_bytes`` takes the ``gloo-host`` profile's, scaled by the sharing
+  factors), else from the ``gloo-host`` network profile (``simcluster calibrate
+  gloo``); the constants
   are scaled by the host's CPU-sharing factor measured around each pattern over the
   one measured at the sweep;
 - other backends, or gloo without a model: a ``localhost`` cluster whose links have
