@@ -1,27 +1,33 @@
 """Check (not a test): a recorded trace predicts real runs of the same step on this host.
 
 Usage: python bench/trace_check.py [--module calibrate.models:small_cnn]
-       [--input-shape 3,32,32] [--batch 16] [--timed 7] [--live-iterations 7]
+       [--input-shape 3,32,32] [--batch 16] [--steps 15] [--live-iterations 7]
        [--rounds 1] [--out results/trace-check]
 
-Each round, in separate processes:
+A shared virtual machine's speed drifts over minutes by as much as the bounds, so
+every trace is recorded under the conditions of the run it is checked against:
 
-1. ``python -m calibrate.trace ... --out trace.json``: the Kineto trace (5 profiled steps
-   after 3 warm-up steps, 1 torch thread);
-2. ``python -m calibrate.trace ... --timed N``: N unprofiled steps of the same model and
-   batch (the reference for the single-rank prediction: their median);
-3. ``python -m calibrate.live --nproc 2 --patterns ddp --module ...``: 2 gloo processes
-   train the same model with DDP-style bucket allreduces (the reference for ``ddp`` on
-   2 ranks: the median iteration over both ranks);
-4. simcluster with ``workload: {trace: trace.json}``: ``ddp`` at 1 rank (compared with 2),
-   and ``ddp`` at 2 ranks on the ``localhost`` topology whose link rate and per-message
-   cost come from the live run's own allreduce calibration, as ``simcluster validate
-   --live`` builds it (compared with 3); and again with every rank's compute slowed by
-   the live run's own CPU-sharing factor (``calibrate.gloo``'s test on the same two
-   processes around the pattern), since the trace was recorded by one process alone.
+1. ``python -m calibrate.trace ... --steps N``: the Kineto trace, recorded in one
+   profiler session interleaved with unprofiled steps of the same process (each of N
+   cycles: 2 unprofiled steps, a profiler warm-up step, a recorded step). The single-rank
+   check: ``ddp`` on 1 rank simulated from the trace (the recorded step of median total;
+   the profiler's cost per operator, measured by ``calibrate.trace.profiler_cost``,
+   taken off) against the median of the 2N unprofiled steps between the recorded ones.
+2. ``python -m calibrate.live --nproc 2 --patterns ddp --module ... --trace FILE``: the
+   same recording made by rank 0 alone inside the live run (same processes and torch
+   threads, the other rank asleep in a barrier), seconds before the 2 gloo processes
+   train the model with DDP-style bucket allreduces. Its single-rank check as in 1; the
+   ``ddp`` x 2 check: ``ddp`` at 2 ranks on the ``localhost`` topology with the link
+   costs of the live run's own allreduce calibration (as ``simcluster validate --live``
+   builds it), every rank's compute slowed by the CPU-sharing factor the live run
+   measured just before and after the pattern on the same processes (calibrate.gloo's
+   job on both at once over rank 0 alone, wall over wall, as the trace was timed),
+   against the median iteration over both ranks. Also printed: without the factor, and
+   with the factor over thread CPU time that live validation uses.
 
 Prints the signed errors and the load average before and after each round (the host is
-shared: say so when quoting the figures). Writes ``summary.json`` to ``--out``.
+shared: say so when quoting the figures), and the pass counts over the rounds. Writes
+``summary.json`` to ``--out``.
 """
 
 from __future__ import annotations
@@ -37,9 +43,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # this checkout's simcluster, not an installed one
 
+#: the issue's bounds (issue 13): one rank within 10 %, ddp on 2 processes within 20 %
+BOUND_1, BOUND_2 = 0.10, 0.20
+
 
 def _run(cmd: list[str]) -> None:
-    subprocess.run(cmd, check=True, cwd=ROOT, stdout=subprocess.DEVNULL)
+    subprocess.run(cmd, check=True, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
 def _scenario(
@@ -68,55 +77,66 @@ def _predict(data: dict) -> float:
     return float(rec["iteration_time_s"])
 
 
+def _single(trace: Path, batch: int) -> dict:
+    """The single-rank check of one interleaved trace: prediction vs its unprofiled steps."""
+    inter = json.loads(trace.read_text())["simcluster"]["interleaved"]
+    measured = float(inter["unprofiled_median_s"])
+    pred = _predict(_scenario(trace, batch, 1, "localhost", "gloo-localhost"))
+    return {"measured_s": measured, "predicted_s": pred, "error": (pred - measured) / measured,
+            "samples_s": inter["unprofiled_step_s"],
+            "profiler_s_per_op": inter["profiler_overhead_s_per_op"],
+            "operators_per_step": inter["operators_per_step"]}  # fmt: skip
+
+
+def _factor(around: dict, key: str) -> float | None:
+    vals = [around[k].get(key) for k in ("before", "after")]
+    return statistics.mean(float(v) for v in vals) if all(v is not None for v in vals) else None
+
+
 def one_round(a: argparse.Namespace, out: Path, k: int) -> dict:
     from simcluster.validation.live import _write_localhost, link_costs
+    from simcluster.workload.trace import read_trace
 
     py = sys.executable
     model = ["--module", a.module, "--input-shape", a.input_shape, "--batch", str(a.batch)]
-    trace, timed, live = out / f"trace-{k}.json", out / f"timed-{k}.json", out / f"live-{k}.json"
+    trace, live, ltrace = (
+        out / f"trace-{k}.json",
+        out / f"live-{k}.json",
+        out / f"live-trace-{k}.json",
+    )
     load0 = os.getloadavg()
-    _run([py, "-m", "calibrate.trace", *model, "--out", str(trace)])
-    _run([py, "-m", "calibrate.trace", *model, "--timed", str(a.timed), "--out", str(timed)])
-    _run([py, "-m", "calibrate.live", "--nproc", "2", "--patterns", "ddp", "--module", a.module,
-          "--input-shape", a.input_shape, "--batch", str(a.batch), "--iterations",
-          str(a.live_iterations), "--warmup", "2", "--out", str(live)])  # fmt: skip
+    _run([py, "-m", "calibrate.trace", *model, "--steps", str(a.steps), "--out", str(trace)])
+    _run([py, "-m", "calibrate.live", "--nproc", "2", "--patterns", "ddp", *model,
+          "--iterations", str(a.live_iterations), "--warmup", "2", "--trace", str(ltrace),
+          "--trace-steps", str(a.steps), "--out", str(live)])  # fmt: skip
     load1 = os.getloadavg()
-    measured_1 = json.loads(timed.read_text())["median_s"]
-    pred_1 = _predict(_scenario(trace, a.batch, 1, "localhost", "gloo-localhost"))
     data = json.loads(live.read_text())
-    its = [it["iteration"] for r in data["ranks"] for it in r["patterns"]["ddp"]["iterations"]]
-    measured_2 = statistics.median(its)
-    compute_2 = statistics.median(
-        it["forward"] + it["backward"] + it["optimizer"]
-        for r in data["ranks"]
-        for it in r["patterns"]["ddp"]["iterations"]
-    )
-    from simcluster.workload.trace import read_trace
-
-    traced = sum(read_trace(trace).pass_seconds().values())
-    cfg = data["config"]
-    topo, net = _write_localhost(out / f"live-{k}", cfg, link_costs(data["calibration"], 2), "")
-    pred_2 = _predict(_scenario(trace, a.batch, 2, str(topo), str(net)))
-    # the live run's own CPU-sharing test (calibrate.gloo's job on both processes at
-    # once over alone, measured before the pattern): the trace was recorded alone
-    around = (data.get("gloo_share_by_pattern") or {}).get("ddp")
-    share = (
-        statistics.mean(float(around[k]["factor"]) for k in ("before", "after")) if around else 1.0
-    )
-    pred_2s = _predict(_scenario(trace, a.batch, 2, str(topo), str(net), share)) if around else None
+    rows = [it for r in data["ranks"] for it in r["patterns"]["ddp"]["iterations"]]
+    measured_2 = statistics.median(it["iteration"] for it in rows)
+    compute_2 = statistics.median(it["forward"] + it["backward"] + it["optimizer"] for it in rows)
+    traced = sum(read_trace(ltrace).pass_seconds().values())
+    threads = json.loads(ltrace.read_text())["simcluster"]["torch_threads"]
+    topo, net = _write_localhost(out / f"live-{k}", data["config"],
+                                 link_costs(data["calibration"], 2), str(live))  # fmt: skip
+    around = (data.get("gloo_share_by_pattern") or {}).get("ddp") or {}
+    f_wall = _factor(around, "factor_wall") if around else None
+    f_cpu = _factor(around, "factor") if around else None
+    preds = {"none": _predict(_scenario(ltrace, a.batch, 2, str(topo), str(net)))}
+    for name, f in (("wall", f_wall), ("cpu", f_cpu)):
+        if f is not None:
+            preds[name] = _predict(_scenario(ltrace, a.batch, 2, str(topo), str(net), f))
     return {
         "round": k,
         "load_before": load0,
         "load_after": load1,
-        "single": {"measured_s": measured_1, "predicted_s": pred_1,
-                   "error": (pred_1 - measured_1) / measured_1,
-                   "samples_s": json.loads(timed.read_text())["iterations_s"]},
-        "ddp2": {"measured_s": measured_2, "predicted_s": pred_2,
-                 "error": (pred_2 - measured_2) / measured_2, "samples_s": its,
+        "single": _single(trace, a.batch),
+        "single_in_live": _single(ltrace, a.batch),
+        "ddp2": {"measured_s": measured_2, "samples_s": [it["iteration"] for it in rows],
                  "live_compute_s": compute_2, "traced_compute_s": traced,
-                 "cpu_share_factor": share, "predicted_shared_s": pred_2s,
-                 "error_shared": None if pred_2s is None
-                 else (pred_2s - measured_2) / measured_2},
+                 "threads": {"live": data["config"]["threads"], "trace": threads},
+                 "factor_wall": f_wall, "factor_cpu": f_cpu,
+                 "predicted_s": preds,
+                 "error": {n: (p - measured_2) / measured_2 for n, p in preds.items()}},
     }  # fmt: skip
 
 
@@ -125,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--module", default="calibrate.models:small_cnn")
     p.add_argument("--input-shape", default="3,32,32")
     p.add_argument("--batch", type=int, default=16)
-    p.add_argument("--timed", type=int, default=7)
+    p.add_argument("--steps", type=int, default=15, help="recorded steps (2 unprofiled each)")
     p.add_argument("--live-iterations", type=int, default=7)
     p.add_argument("--rounds", type=int, default=1)
     p.add_argument("--out", type=Path, default=ROOT / "results" / "trace-check")
@@ -135,19 +155,31 @@ def main(argv: list[str] | None = None) -> int:
     for k in range(a.rounds):
         r = one_round(a, a.out, k)
         rounds.append(r)
-        for key, label in (("single", "1 rank "), ("ddp2", "ddp x 2")):
+        load = f"(load {r['load_before'][0]:.2f} -> {r['load_after'][0]:.2f})"
+        for key, label in (
+            ("single", "1 rank, calibrate.trace"),
+            ("single_in_live", "1 rank, live's trace "),
+        ):
             x = r[key]
-            print(f"round {k} {label}: measured {x['measured_s'] * 1e3:8.2f} ms, predicted "
-                  f"{x['predicted_s'] * 1e3:8.2f} ms, error {x['error'] * 100:+6.1f} %  "
-                  f"(load {r['load_before'][0]:.2f} -> {r['load_after'][0]:.2f})")  # fmt: skip
+            print(f"round {k} {label}: unprofiled median {x['measured_s'] * 1e3:7.2f} ms, "
+                  f"predicted {x['predicted_s'] * 1e3:7.2f} ms, error {x['error'] * 100:+6.1f} % "
+                  f"(profiler {x['profiler_s_per_op'] * 1e6:.2f} us/op) {load}")  # fmt: skip
         d = r["ddp2"]
-        if d["predicted_shared_s"] is not None:
-            print(f"round {k} ddp x 2, compute x{d['cpu_share_factor']:.2f} (the live run's "
-                  f"CPU-sharing test): predicted {d['predicted_shared_s'] * 1e3:8.2f} ms, "
-                  f"error {d['error_shared'] * 100:+6.1f} %")  # fmt: skip
-        print(f"round {k} ddp x 2: live ranks' forward + backward + optimizer "
-              f"{d['live_compute_s'] * 1e3:.2f} ms vs {d['traced_compute_s'] * 1e3:.2f} ms "
-              "in the trace (CPU shared by both ranks and other work)")  # fmt: skip
+        errs = ", ".join(f"{n} {e * 100:+.1f} %" for n, e in d["error"].items())
+        fw = f"{d['factor_wall']:.2f}" if d["factor_wall"] is not None else "-"
+        fc = f"{d['factor_cpu']:.2f}" if d["factor_cpu"] is not None else "-"
+        print(f"round {k} ddp x 2: live median {d['measured_s'] * 1e3:7.2f} ms; predicted "
+              f"{d['predicted_s'].get('wall', d['predicted_s']['none']) * 1e3:7.2f} ms; error by "
+              f"sharing factor: {errs} (wall x{fw}, cpu x{fc}); live compute "
+              f"{d['live_compute_s'] * 1e3:.2f} ms vs traced {d['traced_compute_s'] * 1e3:.2f} ms; "
+              f"threads live {d['threads']['live']}, trace {d['threads']['trace']}")  # fmt: skip
+    n = len(rounds)
+    ok1 = sum(abs(r["single"]["error"]) <= BOUND_1 for r in rounds)
+    ok1l = sum(abs(r["single_in_live"]["error"]) <= BOUND_1 for r in rounds)
+    ok2 = sum(abs(r["ddp2"]["error"].get("wall", r["ddp2"]["error"]["none"])) <= BOUND_2
+              for r in rounds)  # fmt: skip
+    print(f"passes over {n} round(s): 1 rank within 10 % {ok1}/{n} (calibrate.trace), {ok1l}/{n} "
+          f"(live's trace); ddp x 2 within 20 % {ok2}/{n} (wall sharing factor)")  # fmt: skip
     (a.out / "summary.json").write_text(json.dumps({"args": vars(a) | {"out": str(a.out)},
                                                     "rounds": rounds}, indent=1))  # fmt: skip
     return 0

@@ -11,6 +11,9 @@ patterns make:
   collective's cost from the last rank's arrival, without the wait for it);
 - a skewed-arrival call per op (4 KiB; the last rank computes first while the others
   block): what waking blocked peers adds to a call (``wake_s``);
+- an after-compute call per op (4, 32 and 256 KiB; every rank computes first, as in a
+  stream of collectives between compute): over the aligned call of the same size, what a
+  call costs when its processes' threads wake on a busy host (``wake_by_bytes``);
 - ``compute``: the same CPU job (a 3x3 convolution forward + backward) timed on
   every rank at once (wall), and on rank 0 alone (thread CPU time) while the others
   sleep in a barrier: their ratio is the CPU-sharing factor at P processes here.
@@ -48,9 +51,14 @@ SIZES = [16, 256, 4096, 32768, 262144, 1 << 20, 4 << 20, 16 << 20]
 LIVE_MAX = {"allreduce": 16 << 20, "allgather": 1 << 20, "broadcast": 16 << 20}
 
 
-#: the skewed-arrival test: its size, and the suffix of its op names in the samples
+#: the skewed-arrival test: its first size, and the suffix of its op names in the samples
 SKEW_BYTES = 4096
 SKEWED = "~skewed"
+#: the after-compute test: every rank computes the job once, then calls, as in a stream
+#: of collectives between compute (fused buffers, Top-K allgathers); its sizes (bytes per
+#: rank) and the suffix of its op names in the samples
+COMPUTED_SIZES = [SKEW_BYTES, 32768, 262144]
+COMPUTED = "~computed"
 
 
 class _Job:
@@ -106,20 +114,39 @@ def sweep(sizes: list[int], reps: int, max_bytes: dict[str, int] | None = None) 
             rows.append({"nbytes": n, "samples_s": ts})
         out[op] = rows
         # skewed arrival: the last rank computes first (the others block, asleep), as in
-        # training, where a collective follows each rank's own compute
-        job = _Job(torch)
-        x = torch.ones(SKEW_BYTES // 4)
+        # training, where a collective follows each rank's own compute; per size
+        out[f"{op}{SKEWED}"] = skewed(op, [SKEW_BYTES], 2 * reps)
+        # after compute on every rank: the collective's threads wake on a busy host
+        out[f"{op}{COMPUTED}"] = skewed(op, COMPUTED_SIZES, 2 * reps, everyone=True)
+    return out
+
+
+def skewed(op: str, sizes: list[int], calls: int, everyone: bool = False) -> list[dict[str, Any]]:
+    """This rank's seconds per call of ``op`` when the last rank (``everyone``: every
+    rank) computes the sharing test's job once before each call (a rank that finishes
+    first waits inside the collective), per size: ``[{"nbytes", "samples_s"}]``. Every
+    rank calls it at once."""
+    import torch
+    import torch.distributed as dist
+
+    size = dist.get_world_size()
+    ag = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
+    job = _Job(torch)
+    rows = []
+    for n in sizes:
+        x = torch.ones(max(1, n // 4))
         o = torch.empty(size * x.numel()) if op == "allgather" else None
+        _collective(dist, ag, op, x, o)
         ts = []
-        for _ in range(2 * reps):
+        for _ in range(calls):
             dist.barrier()
-            if dist.get_rank() == size - 1:
+            if everyone or dist.get_rank() == size - 1:
                 job(1)
             t0 = time.perf_counter()
             _collective(dist, ag, op, x, o)
             ts.append(time.perf_counter() - t0)
-        out[f"{op}{SKEWED}"] = [{"nbytes": SKEW_BYTES, "samples_s": ts}]
-    return out
+        rows.append({"nbytes": n, "samples_s": ts})
+    return rows
 
 
 def _collective(dist: Any, ag: Any, op: str, x: Any, o: Any) -> None:
@@ -142,16 +169,18 @@ def sharing(rounds: int, reps: int) -> dict[str, list[float]]:
 
     job = _Job(torch)
     job(3)
-    together, alone = [], []
+    together, alone, alone_wall = [], [], []
     for _ in range(rounds):
         dist.barrier()
         together.append(job(reps))
     for _ in range(rounds):
         dist.barrier()
         if dist.get_rank() == 0:  # thread CPU time, the device profile's clock
+            t0 = time.perf_counter()
             alone.append(job(reps, time.thread_time))
+            alone_wall.append(time.perf_counter() - t0)
         dist.barrier()
-    return {"together_s": together, "alone_s": alone}
+    return {"together_s": together, "alone_s": alone, "alone_wall_s": alone_wall}
 
 
 def reduce_ranks(per_rank: list[dict[str, Any]], reps_job: int) -> dict[str, Any]:
@@ -180,6 +209,11 @@ def reduce_ranks(per_rank: list[dict[str, Any]], reps_job: int) -> dict[str, Any
     together = [statistics.mean(s) for s in zip(*(g["compute"]["together_s"] for g in per_rank),
                                                 strict=True)]  # fmt: skip
     alone = per_rank[0]["compute"]["alone_s"]
+    alone_wall = per_rank[0]["compute"].get("alone_wall_s") or []
+    wall = {}
+    if alone_wall:  # against a wall-clock time taken alone (a trace): wall over wall
+        ratio = statistics.median(together) / statistics.median(alone_wall)
+        wall = {"alone_wall_s": alone_wall, "factor_wall": ratio}
     return {
         "world": len(per_rank),
         "ops": ops,
@@ -188,6 +222,7 @@ def reduce_ranks(per_rank: list[dict[str, Any]], reps_job: int) -> dict[str, Any
             "together_s": together,
             "alone_s": alone,
             "factor": statistics.median(together) / statistics.median(alone),
+            **wall,
         },
     }
 
@@ -245,7 +280,7 @@ def fit(worlds: list[dict[str, Any]]) -> dict[str, Any]:
         p = int(w["world"])
         entry: dict[str, Any] = {"cpu_share_factor": w["compute"]["factor"]}
         for op, samples in w["ops"].items():
-            if op.endswith(SKEWED):
+            if op.endswith((SKEWED, COMPUTED)):
                 continue
             # the mean, not the median: a phase sums many calls, and on a shared host
             # a call now and then waits a scheduler tick (4 ms here)
@@ -256,8 +291,23 @@ def fit(worlds: list[dict[str, Any]]) -> dict[str, Any]:
                 m, b = cost_terms(op, p, float(skew[0]["nbytes"]))
                 base = entry[op]["alpha_s"] * m + entry[op]["beta_s_per_byte"] * b
                 entry[op]["wake_s"] = max(0.0, float(skew[0]["mean_s"]) - base)
+            computed = w["ops"].get(f"{op}{COMPUTED}")
+            if computed:  # after compute on every rank, per size, over the aligned call
+                entry[op]["wake_by_bytes"] = wake_by_bytes(samples, computed)
         out[str(p)] = entry
     return out
+
+
+def wake_by_bytes(aligned: list[dict[str, Any]], skew: list[dict[str, Any]]) -> list[list[float]]:
+    """``[bytes, seconds]`` per size of ``skew`` (the after-compute test's rows): its mean
+    call less the mean aligned call of the same size (both timed in the same sweep), at
+    least 0; sizes without an aligned row are left out."""
+    at = {int(r["nbytes"]): float(r.get("mean_s", r["median_s"])) for r in aligned}
+    return [
+        [int(r["nbytes"]), max(0.0, float(r["mean_s"]) - at[int(r["nbytes"])])]
+        for r in skew
+        if int(r["nbytes"]) in at
+    ]
 
 
 def main(argv=None) -> int:
@@ -356,7 +406,9 @@ def profile(raw: dict[str, Any], name: str = "gloo-host") -> dict[str, Any]:
             "the sizes <= 4 KiB, beta = median over the sizes >= 1 MiB of (t - alpha * "
             "messages) / bytes (simcluster.network.gloo.fit_alpha_beta); wake_s = the "
             "skewed-arrival test (the last rank computes the conv job once first) at "
-            "4 KiB minus the fit there; cpu_share_factor = the same conv job's wall time "
+            "4 KiB minus the fit there; wake_by_bytes = the after-compute test (every "
+            "rank computes the conv job once, then calls) at 4, 32 and 256 KiB minus the "
+            "aligned calls of the same size; cpu_share_factor = the same conv job's wall time "
             "on every rank at once over its thread CPU time alone (median of rounds)",
             "loadavg_1min": {
                 str(w["world"]): [w["loadavg_1min_start"], w["loadavg_1min_end"]]

@@ -11,11 +11,12 @@ module and inputs of the layer's shape (``Layer.shape``) at a batch size;
   bwd_weight`` is what a training step pays for the layer even when one kernel produces
   both gradients (BatchNorm), and each part still comes from its own measurement.
 
-Memory as in training: calls rotate over several copies of the inputs (and of the
-forward graph, for the backward passes) so that data comes from memory rather than a
-cache kept hot by the loop, and every call's results are kept until the sample ends, so
-each call writes to freshly allocated memory as a training step does (activations are
-kept for the backward pass).
+Memory as in training: calls rotate over several copies of the layer, its inputs and
+its weights (and of the forward graph, for the backward passes), up to ``ROTATE_BYTES``
+or ``ROTATE_MAX`` copies, so that data and weights come from memory rather than a cache
+kept hot by the loop (in a training step the other layers push a layer's weights out),
+and every call's results are kept until the sample ends, so each call writes to freshly
+allocated memory as a training step does (activations are kept for the backward pass).
 
 Times are seconds per call, the median of the timer's samples.
 """
@@ -52,7 +53,8 @@ __all__ = [
 #: before ``tf32`` existed (h200-measured, 2026-11-26 04:00) took ``fp32`` in that mix.
 CALIBRATION_PRECISIONS = ("fp32", "tf32", "amp", "amp_bf16")
 
-#: rotate over input copies until they hold this many bytes (at most ROTATE_MAX copies)
+#: rotate over copies of the layer (inputs and weights) until they hold this many bytes
+#: (at most ROTATE_MAX copies)
 ROTATE_BYTES = 64 << 20
 ROTATE_MAX = 4
 
@@ -220,34 +222,41 @@ def time_layer(
 def _time_layer(
     layer, batch: int, device: torch.device, timer: Timer, precision: str
 ) -> dict[str, Measurement]:
-    bench = build_layer(layer, batch, device)
     ctx = amp_context(device, precision)
     half = amp_dtype(device, precision)
-    if half is not None:
-        bench.inputs = [_as_activation(x, half) for x in bench.inputs]
-    nbytes = sum(x.numel() * x.element_size() for x in bench.inputs)
+
+    def built() -> LayerBench:
+        b = build_layer(layer, batch, device)
+        if half is not None:
+            b.inputs = [_as_activation(x, half) for x in b.inputs]
+        return b
+
+    bench = built()
+    nbytes = sum(x.numel() * x.element_size() for x in [*bench.inputs, *bench.params])
     n_copies = max(1, min(ROTATE_MAX, math.ceil(ROTATE_BYTES / max(nbytes, 1))))
-    sets = [bench.inputs] + [bench.copies() for _ in range(n_copies - 1)]
+    # whole copies of the layer: its inputs and its weights, as a training step reaches a
+    # layer's weights after the other layers have pushed them out of the caches
+    benches = [bench] + [built() for _ in range(n_copies - 1)]
     kept: list[object] = []
     turn = itertools.count()
 
-    def forward(inputs: list[torch.Tensor]) -> torch.Tensor:
+    def forward(b: LayerBench) -> torch.Tensor:
         with ctx:
-            return bench.forward(*inputs)
+            return b.forward(*b.inputs)
 
     def fwd() -> None:
-        kept.append(forward(sets[next(turn) % n_copies]))
+        kept.append(forward(benches[next(turn) % n_copies]))
 
     out = {"fwd": timer.measure(fwd, kept.clear)}
     graphs = []
-    for inputs in sets:
-        y = forward(inputs)
-        graphs.append((y, torch.randn_like(y), [x for x in inputs if x.requires_grad]))
+    for b in benches:
+        y = forward(b)
+        graphs.append((y, torch.randn_like(y), b.grad_inputs, b.params))
 
     def backward(wrt_which: str) -> Callable[[], None]:
         def run() -> None:
-            y, g, xs = graphs[next(turn) % n_copies]
-            wrt = {"all": xs + bench.params, "input": xs, "weight": bench.params}[wrt_which]
+            y, g, xs, ps = graphs[next(turn) % n_copies]
+            wrt = {"all": xs + ps, "input": xs, "weight": ps}[wrt_which]
             kept.append(torch.autograd.grad(y, wrt, g, retain_graph=True))
 
         return run

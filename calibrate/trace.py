@@ -19,11 +19,15 @@ One step is: ``zero_grad``, forward on a random batch (``--input-shape`` per sam
 float; ``--tokens VOCAB`` for integer token inputs), cross-entropy against random
 labels (an output of shape ``(N, ..., C)`` is flattened to ``(N*..., C)``),
 ``backward``, SGD with momentum 0.9 (as ``calibrate.live`` trains). ``--warmup`` steps
-run first, unprofiled; then one step runs under ``torch.profiler.profile(record_shapes=
-True)`` and is written with ``export_chrome_trace``; each leaf module's forward is marked
-``record_function("module:NAME")`` so layers carry module names. ``--et FILE`` also writes the
-matching execution trace (``ExecutionTraceObserver``). The trace gets a ``simcluster``
-header (model, batch, device, precision, threads, torch version, command, date).
+run first, unprofiled; then ``--steps`` cycles of ``--unprofiled`` unprofiled steps, one
+profiler warm-up step and one step recorded by ``torch.profiler.profile(record_shapes=
+True)`` (one session, :func:`record`), written with ``export_chrome_trace``; each leaf
+module's forward is marked ``record_function("module:NAME")`` so layers carry module
+names. The unprofiled steps' seconds, taken between the recorded ones (a shared host's
+speed drifts), and the profiler's measured cost per operator go into the header.
+``--et FILE`` also writes the matching execution trace (``ExecutionTraceObserver``). The
+trace gets a ``simcluster`` header (model, batch, device, precision, threads, torch
+version, command, date).
 
 ``--timed N`` instead runs ``--warmup`` + N unprofiled steps and writes the seconds of
 each and their median (the reference a replayed trace is checked against).
@@ -32,6 +36,7 @@ each and their median (the reference a replayed trace is checked against).
 from __future__ import annotations
 
 import argparse
+import copy
 import datetime
 import importlib
 import inspect
@@ -39,7 +44,9 @@ import json
 import platform
 import statistics
 import sys
+import tempfile
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -192,11 +199,29 @@ def annotate_modules(module: nn.Module) -> list[Any]:
     return handles
 
 
-def record(step: Step, out: Path, et: Path | None, header: dict[str, Any], steps: int = 1) -> None:
-    """Profile ``steps`` steps and write their Kineto trace (+ header) to ``out``.
+def record(
+    step: Step,
+    out: Path,
+    et: Path | None,
+    header: dict[str, Any],
+    steps: int = 5,
+    unprofiled: int = 2,
+) -> dict[str, Any]:
+    """Profile ``steps`` steps interleaved with unprofiled ones; write the Kineto trace.
 
-    With more than one step each is marked ``ProfilerStep#k`` and the reader uses the
-    step of median total time. Leaf modules are marked (:func:`annotate_modules`).
+    One profiler session with a schedule: each cycle is ``unprofiled`` unprofiled steps,
+    one profiler warm-up step (profiled, events dropped) and one recorded step, so the
+    trace and the unprofiled reference are taken under the same conditions, seconds
+    apart (a shared host's speed drifts over minutes). Each recorded step is marked
+    ``ProfilerStep#k`` and the reader uses the one of median total time. Leaf modules are
+    marked (:func:`annotate_modules`) during the profiled steps only.
+
+    Returns (and writes into the header as ``interleaved``) every step's wall seconds by
+    kind, the operators per recorded step and the profiler's cost per recorded operator
+    (:func:`_small_step_cost` over the median operator count of a recorded step, else
+    :func:`profiler_cost`); the reader removes it once per operator. The steps' own
+    profiled-less-unprofiled difference is kept as a cross-check only: on a shared host
+    it is noisier than the cost itself.
     """
     from torch.profiler import ExecutionTraceObserver, ProfilerActivity, profile, schedule
 
@@ -204,22 +229,195 @@ def record(step: Step, out: Path, et: Path | None, header: dict[str, Any], steps
     if step.device.type == "cuda":
         acts.append(ProfilerActivity.CUDA)
     observer = ExecutionTraceObserver().register_callback(str(et)) if et else None
-    plan = schedule(wait=0, warmup=1, active=steps, repeat=1) if steps > 1 else None
-    handles = annotate_modules(step.module)
-    with profile(
-        activities=acts, record_shapes=True, execution_trace_observer=observer, schedule=plan
-    ) as prof:
-        for _ in range(steps + 1 if plan is not None else 1):
+    plan = schedule(wait=unprofiled, warmup=1, active=1, repeat=steps)
+    cycle = unprofiled + 2
+    walls: list[tuple[int, float, float]] = []  # (position in the cycle, wall s, CPU s)
+    handles: list[Any] = []
+    cycles: list[dict[str, Any]] = []  # each recorded step's trace (one per cycle)
+    tmp = Path(tempfile.mkdtemp(prefix="simcluster-trace-"))
+
+    def ready(prof: Any) -> None:
+        f = tmp / f"cycle{len(cycles)}.json"
+        prof.export_chrome_trace(str(f))
+        cycles.append(json.loads(f.read_text()))
+        f.unlink()
+
+    with warnings.catch_warnings(), profile(
+        activities=acts, record_shapes=True, execution_trace_observer=observer, schedule=plan,
+        on_trace_ready=ready,
+    ) as prof:  # fmt: skip
+        # each cycle's events are exported by ``ready`` before the profiler clears them
+        warnings.filterwarnings("ignore", message=".*Profiler clears events")
+        for i in range(steps * cycle):
+            pos = i % cycle
+            if pos == unprofiled:  # the profiler's warm-up step: mark modules from here
+                handles = annotate_modules(step.module)
+            t0, c0 = time.perf_counter(), time.thread_time()
             step()
-            if plan is not None:
-                prof.step()
-    for h in handles:
-        h.remove()
+            walls.append((pos, time.perf_counter() - t0, time.thread_time() - c0))
+            if pos == cycle - 1:
+                for h in handles:
+                    h.remove()
+                handles = []
+            prof.step()
+    tmp.rmdir()
+    # one file: the first cycle's trace with every cycle's events (same time base)
+    data = dict(cycles[0])
+    data["traceEvents"] = [e for c in cycles for e in c.get("traceEvents", [])]
     out.parent.mkdir(parents=True, exist_ok=True)
-    prof.export_chrome_trace(str(out))
-    data = json.loads(out.read_text())
-    data["simcluster"] = header
+    facts = _interleaved(walls, unprofiled, data, _small_step_cost(step))
+    data["simcluster"] = {**header, "interleaved": facts}
     out.write_text(json.dumps(data))
+    return facts
+
+
+def _interleaved(
+    walls: list[tuple[int, float, float]],
+    unprofiled: int,
+    data: dict[str, Any],
+    step_cost: float | None = None,
+) -> dict[str, Any]:
+    """The interleaved recording's step times, operator count and profiler cost per op
+    (from thread CPU time: another process taking the core adds wall time, not that)."""
+    un = [t for pos, t, _ in walls if pos < unprofiled]
+    prof = [t for pos, t, _ in walls if pos >= unprofiled]
+    un_cpu = [c for pos, _, c in walls if pos < unprofiled]
+    prof_cpu = [c for pos, _, c in walls if pos >= unprofiled]
+    events = [e for e in data.get("traceEvents", []) if isinstance(e, dict) and e.get("ph") == "X"]
+    marks = [e for e in events if str(e.get("name", "")).startswith("ProfilerStep#")]
+    ops = [e for e in events if e.get("cat") == "cpu_op"]
+    counts = [sum(1 for e in ops if m["ts"] <= e["ts"] < m["ts"] + m["dur"]) for m in marks]
+    n_ops = statistics.median(counts) if counts else len(ops)
+    overhead = statistics.median(prof_cpu) - statistics.median(un_cpu) if un_cpu else 0.0
+    # the profiler's cost per operator: from the same step on a tiny batch (all the
+    # operators, little compute), else from a loop of small ops
+    if step_cost is not None and n_ops:
+        per_op, how = step_cost / n_ops, "the same step at batch 2"
+    else:
+        per_op, how = profiler_cost(), "small aten::add calls"
+    return {
+        "unprofiled_per_cycle": unprofiled,
+        "unprofiled_step_s": un,
+        "profiled_step_s": prof,
+        "unprofiled_median_s": statistics.median(un) if un else None,
+        "profiled_median_s": statistics.median(prof) if prof else None,
+        "unprofiled_cpu_s": un_cpu,
+        "profiled_cpu_s": prof_cpu,
+        # the steps' own difference: a cross-check, too noisy on a shared host to use
+        "profiled_less_unprofiled_cpu_median_s": overhead,
+        "operators_per_step": n_ops,
+        "profiler_overhead_s_per_op": per_op,
+        "profiler_overhead_measured_on": how,
+        "method": "profiler_overhead_s_per_op: the same step on the first 2 samples of the "
+        "batch (the same operators, little compute), profiled as recorded (module marks, "
+        "record_shapes, after a profiler warm-up step) less unprofiled, least thread CPU "
+        "time of 9 rounds each, over the cpu_op events of a recorded step; where that "
+        "step cannot run, calibrate.trace.profiler_cost (a loop of small aten::add calls)",
+    }
+
+
+def _small_step_cost(step: Step, rounds: int = 9) -> float | None:
+    """Seconds the profiler adds to one step, measured on ``step``'s first 2 samples
+    (the same operators, a fraction of the compute, so host load moves it little):
+    least thread CPU time profiled (module marks, ``record_shapes``, after a profiler
+    warm-up step, as :func:`record` records) less least unprofiled, over ``rounds``
+    alternations; None when the step cannot run on 2 samples."""
+    from torch.profiler import ProfilerActivity, profile, schedule
+
+    small = copy.copy(step)
+    small.x, small.y = step.x[:2].contiguous(), step.y[:2].contiguous()
+    acts = [ProfilerActivity.CPU]
+    if step.device.type == "cuda":
+        acts.append(ProfilerActivity.CUDA)
+
+    def timed_step() -> float:
+        c0 = time.thread_time()
+        small()
+        return time.thread_time() - c0
+
+    try:
+        timed_step()
+        un, pr = [], []
+        for _ in range(rounds):
+            un.append(timed_step())
+            handles = annotate_modules(small.module)
+            try:
+                plan = schedule(wait=0, warmup=1, active=1, repeat=1)
+                with profile(activities=acts, record_shapes=True, schedule=plan) as prof:
+                    small()
+                    prof.step()
+                    pr.append(timed_step())
+                    prof.step()
+            finally:
+                for h in handles:
+                    h.remove()
+    except (RuntimeError, ValueError):  # e.g. a norm layer that needs more samples
+        return None
+    return max(0.0, min(pr) - min(un))
+
+
+def profiler_cost(calls: int = 400, rounds: int = 7) -> float:
+    """Seconds the CPU profiler (``record_shapes=True``) adds per recorded operator here.
+
+    A loop of ``calls`` small ``torch.add`` calls, alternately unprofiled and profiled,
+    ``rounds`` times each: (least thread CPU time profiled - least unprofiled) over the
+    operators the profiler recorded in one loop, at least 0. The ops are tiny, so the
+    profiler's cost is a large part of each call and host load (which only adds time)
+    barely moves the least of each. Heavier operators record more input shapes: a
+    lower bound for them.
+    """
+    from torch.profiler import ProfilerActivity, profile
+
+    a = torch.ones(4)
+
+    def loop() -> float:
+        c0 = time.thread_time()
+        for _ in range(calls):
+            torch.add(a, a)
+        return time.thread_time() - c0
+
+    loop()
+    un, pr, n = [], [], calls
+    for _ in range(rounds):
+        un.append(loop())
+        with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
+            pr.append(loop())
+        n = max(1, sum(1 for _ in prof.events()))
+    return max(0.0, (min(pr) - min(un)) / n)
+
+
+def make_header(
+    step: Step,
+    what: str,
+    shape: tuple[int, ...],
+    num_classes: int,
+    tokens: int,
+    threads: int,
+    warmup: int,
+    steps: int,
+    command: str,
+) -> dict[str, Any]:
+    """The ``simcluster`` header of a trace of ``step`` (model, batch, device, ...)."""
+    return {
+        "schema": SCHEMA,
+        "model": what,
+        "batch": int(step.x.shape[0]),
+        "input_shape": "x".join(map(str, shape)),
+        "input_size": shape[-1],
+        "num_classes": num_classes,
+        "tokens": tokens,
+        "device": _device_name(step.device),
+        "precision": "fp32",
+        "threads": threads if step.device.type == "cpu" else 0,
+        "torch_threads": torch.get_num_threads(),
+        "warmup": warmup,
+        "steps": steps,
+        "parameters": sum(p.numel() for p in step.module.parameters() if p.requires_grad),
+        "torch": torch.__version__,
+        "host": platform.node(),
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "command": command,
+    }
 
 
 def timed(step: Step, n: int) -> list[float]:
@@ -258,6 +456,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--et", type=Path, help="also write the execution trace here")
     p.add_argument("--steps", type=int, default=5,
                    help="profiled steps (each layer: median over them)")  # fmt: skip
+    p.add_argument("--unprofiled", type=int, default=2,
+                   help="unprofiled steps before each profiled one (the reference)")  # fmt: skip
     p.add_argument("--timed", type=int, default=0, help="no trace: time N unprofiled steps")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", type=Path, required=True)
@@ -266,8 +466,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     a = parse_args(argv)
-    if a.batch < 1 or a.warmup < 0 or a.timed < 0 or a.threads < 1 or a.steps < 1:
-        print("calibrate.trace: --batch, --threads, --steps >= 1; --warmup, --timed >= 0",
+    if (
+        a.batch < 1
+        or a.warmup < 0
+        or a.timed < 0
+        or a.threads < 1
+        or a.steps < 1
+        or a.unprofiled < 1
+    ):
+        print("calibrate.trace: --batch, --threads, --steps, --unprofiled >= 1; --warmup, "
+              "--timed >= 0",
               file=sys.stderr)  # fmt: skip
         return 2
     if a.device == "cuda" and not torch.cuda.is_available():
@@ -284,25 +492,9 @@ def main(argv: list[str] | None = None) -> int:
     step = Step(module, a.batch, shape, device, a.tokens, a.seed)
     for _ in range(a.warmup):
         step()
-    header = {
-        "schema": SCHEMA,
-        "model": what,
-        "batch": a.batch,
-        "input_shape": "x".join(map(str, shape)),
-        "input_size": shape[-1],
-        "num_classes": a.num_classes,
-        "tokens": a.tokens,
-        "device": _device_name(device),
-        "precision": "fp32",
-        "threads": a.threads if device.type == "cpu" else 0,
-        "warmup": a.warmup,
-        "steps": a.steps,
-        "parameters": sum(p.numel() for p in module.parameters() if p.requires_grad),
-        "torch": torch.__version__,
-        "host": platform.node(),
-        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "command": "python -m calibrate.trace " + " ".join(sys.argv[1:] if argv is None else argv),
-    }
+    command = "python -m calibrate.trace " + " ".join(sys.argv[1:] if argv is None else argv)
+    header = make_header(step, what, shape, a.num_classes, a.tokens, a.threads, a.warmup,
+                         a.steps, command)  # fmt: skip
     if a.timed:
         secs = timed(step, a.timed)
         a.out.parent.mkdir(parents=True, exist_ok=True)
@@ -312,7 +504,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"calibrate.trace: {a.timed} steps, median {statistics.median(secs) * 1e3:.2f} ms; "
               f"wrote {a.out}")  # fmt: skip
         return 0
-    record(step, a.out, a.et, header, a.steps)
+    facts = record(step, a.out, a.et, header, a.steps, a.unprofiled)
+    print(f"calibrate.trace: {a.steps} profiled steps, each after {a.unprofiled} unprofiled; "
+          f"unprofiled median {facts['unprofiled_median_s'] * 1e3:.2f} ms, profiled "
+          f"{facts['profiled_median_s'] * 1e3:.2f} ms; profiler "
+          f"{facts['profiler_overhead_s_per_op'] * 1e6:.2f} us per operator "
+          f"({facts['operators_per_step']:g} per step)")  # fmt: skip
     print(f"calibrate.trace: wrote {a.out}" + (f" and {a.et}" if a.et else ""))
     return 0
 

@@ -112,3 +112,56 @@ def test_calibrate_gloo_bad_input_exit_2(tmp_path, capsys):
     assert "--nproc" in capsys.readouterr().err
     assert main(["calibrate", "gloo", "--out", str(tmp_path / "g.yaml")]) == 2
     assert "ends in .json" in capsys.readouterr().err
+
+
+def _with_wake_sizes():
+    w = _worlds()
+    c = dict(w["2"]["allgather"], wake_s=0.5e-3, wake_by_bytes=[[4096, 1e-3], [262144, 3e-3]])
+    w["2"] = dict(w["2"], allgather=c)
+    return w
+
+
+def test_wake_by_bytes_interpolates_in_log_bytes():
+    g = GlooModel(_with_wake_sizes())
+    assert g.wake("allgather", 2, 4096) == pytest.approx(1e-3)
+    assert g.wake("allgather", 2, 32768) == pytest.approx(2e-3)  # log2 12 .. 18: midpoint 15
+    assert g.wake("allgather", 2, 16) == pytest.approx(1e-3)  # the end values beyond
+    assert g.wake("allgather", 2, 1e9) == pytest.approx(3e-3)
+    assert g.wake("allgather", 2) == pytest.approx(0.5e-3)  # no size: wake_s
+    base = g.seconds("allgather", 2, 32768)
+    assert g.seconds("allgather", 2, 32768, skewed=True) == pytest.approx(base + 2e-3)
+    assert g.scaled(2.0).wake("allgather", 2, 32768) == pytest.approx(4e-3)
+
+
+def test_wake_sizes_from_another_model_scale_with_sharing():
+    own = GlooModel(_worlds())  # no wake_by_bytes; sharing 1.5 at P=2
+    host = GlooModel({**_with_wake_sizes(), "2": {**_with_wake_sizes()["2"],
+                                                  "cpu_share_factor": 3.0}})  # fmt: skip
+    out = own.with_wake_sizes(host)
+    assert out.wake("allgather", 2, 4096) == pytest.approx(1e-3 * 1.5 / 3.0)
+    assert out.wake("allreduce", 2, 4096) == 0.0  # the host has none for allreduce
+    assert own.with_wake_sizes(GlooModel(_worlds())).wake("allgather", 2, 4096) == 0.0
+
+
+def test_fit_writes_the_after_compute_cost_per_size():
+    from calibrate.gloo import COMPUTED, SKEWED, fit
+
+    aligned = [{"nbytes": n, "mean_s": t, "median_s": t}
+               for n, t in ((16, 1e-4), (4096, 1e-4), (32768, 2e-4), (262144, 5e-4),
+                            (1 << 20, 1.5e-3))]  # fmt: skip
+    world = {
+        "world": 2,
+        "compute": {"factor": 1.2},
+        "ops": {
+            "allgather": aligned,
+            f"allgather{SKEWED}": [{"nbytes": 4096, "mean_s": 3e-4, "median_s": 3e-4}],
+            f"allgather{COMPUTED}": [
+                {"nbytes": 4096, "mean_s": 1.1e-3, "median_s": 1e-3},
+                {"nbytes": 32768, "mean_s": 2.2e-3, "median_s": 2e-3},
+                {"nbytes": 99, "mean_s": 1.0, "median_s": 1.0},  # no aligned call: left out
+            ],
+        },
+    }
+    entry = fit([world])["2"]["allgather"]
+    assert entry["wake_by_bytes"] == [[4096, pytest.approx(1e-3)], [32768, pytest.approx(2e-3)]]
+    assert "wake_s" in entry

@@ -284,7 +284,7 @@ def test_live_runs_the_traced_module(tmp_path):
     proc = subprocess.run(
         [sys.executable, "-m", "calibrate.live", "--nproc", "2", "--patterns", "ddp", *SMALL,
          "--batch", "4", "--iterations", "1", "--warmup", "1", "--calibration-reps", "2",
-         "--out", str(out)],
+         "--trace", str(tmp_path / "t.json"), "--trace-steps", "2", "--out", str(out)],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=240,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -293,6 +293,12 @@ def test_live_runs_the_traced_module(tmp_path):
     ops = data["ranks"][0]["patterns"]["ddp"]["ops"][0]
     nbytes = sum(o["nbytes"] for o in ops if o.get("kind") == "allreduce")
     assert nbytes == 4 * sum(p.numel() for p in _module().parameters())
+    # the trace rank 0 recorded alone before the pattern: same model, batch and threads
+    assert data["trace"]["file"] == str(tmp_path / "t.json")
+    m = read_trace(tmp_path / "t.json")
+    assert m.batch == 4 and m.header["torch_threads"] == 1 and len(m.layers) > 0
+    factors = data["gloo_share_by_pattern"]["ddp"]["before"]
+    assert factors["factor_wall"] > 0 and len(factors["alone_wall_s"]) == 3
 
 
 def test_execution_trace_supplies_the_gradient_shapes(tmp_path):
@@ -337,3 +343,65 @@ def test_model_names_build_the_zoo_resnets():
 def test_layers_carry_module_names(traced):
     names = [x.name for x in read_trace(traced).trainable_layers()]
     assert names[0] == "0:0/aten::conv2d" and names[-1].endswith(":11/aten::linear")
+
+
+# ----------------------------------------------------------------------------- interleaved
+
+
+def test_recording_interleaves_unprofiled_steps_and_measures_the_profiler(traced):
+    data = json.loads(traced.read_text())
+    inter = data["simcluster"]["interleaved"]
+    # --steps 2: two cycles of 2 unprofiled, a profiler warm-up and a recorded step
+    assert len(inter["unprofiled_step_s"]) == 4 and len(inter["profiled_step_s"]) == 4
+    assert inter["unprofiled_median_s"] > 0 and inter["profiler_overhead_s_per_op"] >= 0
+    marks = [e for e in data["traceEvents"] if str(e.get("name", "")).startswith("ProfilerStep#")]
+    assert len(marks) == 2  # both cycles' recorded steps in the one file
+
+
+def _with_profiler_cost(traced: Path, tmp: Path, per_op: float) -> Path:
+    data = json.loads(traced.read_text())
+    data["simcluster"]["interleaved"]["profiler_overhead_s_per_op"] = per_op
+    out = tmp / f"cost-{per_op}.json"
+    out.write_text(json.dumps(data))
+    return out
+
+
+def _step_window(data: dict, total: float) -> tuple[list[dict], float]:
+    """The recorded step whose span from its first to its last unit is ``total``."""
+    evs = [e for e in data["traceEvents"] if e.get("ph") == "X"]
+    best = None
+    for m in (e for e in evs if e["name"].startswith("ProfilerStep#")):
+        win = [e for e in evs if m["ts"] <= e["ts"] < m["ts"] + m["dur"]
+               and (e.get("cat") == "cpu_op" or e["name"].startswith("Optimizer."))]  # fmt: skip
+        span = (max(e["ts"] + e["dur"] for e in win) - min(e["ts"] for e in win)) * 1e-6
+        if best is None or abs(span - total) < abs(best[1] - total):
+            best = (win, span)
+    assert best is not None
+    return best
+
+
+def test_cpu_trace_counts_host_time_and_takes_off_the_profiler_cost(traced, tmp_path):
+    plain = read_trace(_with_profiler_cost(traced, tmp_path, 0.0))
+    total = sum(plain.pass_seconds().values())
+    win, span = _step_window(json.loads(traced.read_text()), total)
+    # every operator and the host time between them: the step from first to last unit
+    assert total == pytest.approx(span, abs=1e-8)  # ts are in us, 3 decimals
+    assert any("host time between operators" in n and "counted" in n for n in plain.notes)
+    cost = 1e-9  # below every operator's duration: none is cut to zero
+    less = read_trace(_with_profiler_cost(traced, tmp_path, cost))
+    ops = sum(1 for e in win if e.get("cat") == "cpu_op")
+    taken = total - sum(less.pass_seconds().values())
+    assert taken == pytest.approx(cost * ops, rel=1e-4)  # once per recorded operator
+    assert any("profiler cost 0.001 us" in n for n in less.notes)
+
+
+def test_bad_profiler_cost_in_the_header_is_a_config_error(traced, tmp_path):
+    with pytest.raises(ConfigError, match="profiler_overhead_s_per_op"):
+        read_trace(_with_profiler_cost(traced, tmp_path, -1.0))
+
+
+def test_profiler_cost_is_a_small_positive_time():
+    from calibrate.trace import profiler_cost
+
+    per_op = profiler_cost(calls=100, rounds=3)
+    assert 0.0 <= per_op < 1e-4  # microseconds, not milliseconds

@@ -26,6 +26,8 @@ gives ``t = a + n * b``, the link costs the simulator's ``localhost`` topology u
 on gloo, calibrate.gloo's sweep (allreduce, allgather, broadcast, a skewed-arrival
 test) and CPU-sharing test run too, and the sharing test again before each pattern
 and after the last: the constants of :mod:`simcluster.network.gloo`.
+``--trace FILE`` also records ``calibrate.trace``'s interleaved trace of the model on
+rank 0 alone (the others asleep in a barrier) just before the first pattern.
 Rank 0 writes the exact configuration, the calibration, every op (collective,
 groups, bytes) and every rank's per-phase, per-iteration seconds to JSON;
 ``simcluster validate --live FILE`` simulates the same ops and reports the error

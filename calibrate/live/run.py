@@ -511,9 +511,16 @@ def _worker(rank: int, size: int, cfg: dict[str, Any], init: str | None) -> None
     results: dict[str, Any] = {}
     shares: list[Any] = []  # the CPU-sharing test between patterns (host load drifts)
 
+    traced: dict[str, Any] | None = None
     for name in cfg["patterns"]:
         if host is not None:
             shares.append(sharing(cfg["share_rounds"], cfg["share_reps"]))
+        if cfg.get("trace") and name == cfg["patterns"][0]:
+            # rank 0 alone (the others asleep in a barrier), just before the first pattern
+            dist.barrier()
+            if rank == 0:
+                traced = _trace_alone(cfg, device)
+            dist.barrier()
         trainer = Trainer(cfg, world, device)
         rec = Recorder()
         run = RUNNERS[name]
@@ -556,6 +563,8 @@ def _worker(rank: int, size: int, cfg: dict[str, Any], init: str | None) -> None
             "loadavg": {"start": cfg.get("_load_start"), "end": list(os.getloadavg())},
             "ranks": [{"rank": g["rank"], "patterns": g["patterns"]} for g in gathered],
         }
+        if traced is not None:
+            out["trace"] = traced
         if host is not None:
             from calibrate.gloo import fit, reduce_ranks
 
@@ -582,6 +591,28 @@ def _worker(rank: int, size: int, cfg: dict[str, Any], init: str | None) -> None
         Path(cfg["out"]).write_text(json.dumps(out, indent=1) + "\n")
     dist.barrier()
     dist.destroy_process_group()
+
+
+def _trace_alone(cfg: dict[str, Any], device: torch.device) -> dict[str, Any]:
+    """Record a trace of the run's model and batch on this process (``--trace FILE``):
+    ``calibrate.trace``'s interleaved recording, same threads; returns its facts."""
+    from calibrate.trace import Step, build_module, make_header, record
+
+    if cfg.get("module") is None and cfg["model"] in MODELS:
+        build, side = MODELS[cfg["model"]]
+        module, what, shape = build(10), cfg["model"], (3, side, side)
+    else:
+        module, what = build_module(cfg.get("model"), cfg.get("module"), 10)
+        shape = tuple(cfg["input_shape"])
+    step = Step(module, cfg["batch"], shape, device, cfg.get("tokens", 0), cfg["seed"])
+    for _ in range(3):
+        step()
+    command = ("python -m calibrate.live " + " ".join(sys.argv[1:]) + " (rank 0 alone, the "
+               "other ranks waiting in a barrier, before the first pattern)")  # fmt: skip
+    header = make_header(step, what, shape, 10, cfg.get("tokens", 0), cfg["threads"], 3,
+                         cfg["trace_steps"], command)  # fmt: skip
+    facts = record(step, Path(cfg["trace"]), None, header, cfg["trace_steps"], 2)
+    return {"file": cfg["trace"], "before_pattern": cfg["patterns"][0], **facts}
 
 
 def _cpu_model() -> str:
@@ -652,6 +683,12 @@ def parse_args(argv=None) -> argparse.Namespace:
         help="skip the gloo model's sweep (allreduce, allgather, broadcast, CPU sharing)",
     )
     p.add_argument("--out", default="results/live/live.json", help="live-run JSON to write")
+    p.add_argument(
+        "--trace",
+        help="also record a trace of the model here: rank 0 alone, "
+        "just before the first pattern (calibrate.trace's interleaved recording)",
+    )
+    p.add_argument("--trace-steps", type=int, default=15, help="profiled steps of --trace")
     return p.parse_args(argv)
 
 
@@ -664,6 +701,9 @@ def main(argv=None) -> int:
             f"calibrate.live: unknown pattern {bad[0]!r}; allowed: {', '.join(PATTERNS)}",
             file=sys.stderr,
         )
+        return 2
+    if a.trace_steps < 1:
+        print("calibrate.live: --trace-steps must be >= 1", file=sys.stderr)
         return 2
     if a.model is not None and a.module is not None:
         print("calibrate.live: give --model or --module, not both", file=sys.stderr)
@@ -706,6 +746,8 @@ def main(argv=None) -> int:
         "share_rounds": 3,
         "share_reps": 10,
         "intra_op_threads": a.threads,
+        "trace": a.trace,
+        "trace_steps": a.trace_steps,
         "_load_start": list(os.getloadavg()),
         "out": a.out,
     }

@@ -18,7 +18,13 @@ CPU tensors; the counts are what the fit's per-op constants multiply):
 
 In training every rank computes before a collective, so ranks arrive apart and the
 early ones block; waking them costs ``wake_s`` per call (the sweep's skewed-arrival
-test: the last rank computes a few ms first). Live validation adds it to every call.
+test: the last rank computes a few ms first). Where the sweep also timed calls made
+right after every rank computed (``wake_by_bytes``: [bytes, seconds] over the aligned
+call of the same size, at 4, 32 and 256 KiB), that replaces it, interpolated linearly in
+log2(bytes), the end values beyond: on a host with more busy threads than cores, the
+collective's threads (torch's gloo worker, gloo's socket loop, in every process) wait
+for a core each time they wake, the more often the more pieces a message moves in.
+Live validation adds it to every call.
 
 A process count that was not measured takes the nearest measured one below it
 with alpha and beta scaled by the ratio of the CPU-sharing factors (measured at
@@ -148,21 +154,45 @@ class GlooModel:
                     c["beta_s_per_byte"] = float(c["beta_s_per_byte"]) * factor
                     if "wake_s" in c:
                         c["wake_s"] = float(c["wake_s"]) * factor
+                    if "wake_by_bytes" in c:
+                        c["wake_by_bytes"] = [[n, float(s) * factor] for n, s in c["wake_by_bytes"]]
                     w[op] = c
             worlds[str(p)] = w
         return GlooModel(worlds, self.source)
 
-    def wake(self, op: str, world: int) -> float:
+    def wake(self, op: str, world: int, nbytes: float | None = None) -> float:
         """Seconds a call adds when its ranks arrive apart (the early ones block and
-        must be woken): measured by the sweep's skewed-arrival test, 0 if absent."""
+        must be woken): measured by the sweep's skewed-arrival test, at ``nbytes`` when
+        it ran at several sizes; 0 if absent."""
         if world < 2:
             return 0.0
         if world in self.worlds:
-            return float(self.worlds[world][op].get("wake_s", 0.0))
+            return _wake_at(self.worlds[world][op], nbytes)
         below = [p for p in self.worlds if p < world]
         base = max(below) if below else min(self.worlds)
-        w = float(self.worlds[base][op].get("wake_s", 0.0))
+        w = _wake_at(self.worlds[base][op], nbytes)
         return w * self.share(world) / self.share(base)
+
+    def with_wake_sizes(self, other: GlooModel) -> GlooModel:
+        """This model where a count and op lacks ``wake_by_bytes`` and ``other`` has it:
+        ``other``'s, scaled by the ratio of the CPU-sharing factors (this model's over
+        ``other``'s: the cost is threads waiting for a core)."""
+        worlds = {}
+        for p, v in self.worlds.items():
+            w = dict(v)
+            src = other.worlds.get(p)
+            for op in OPS:
+                if op not in w or "wake_by_bytes" in w[op] or src is None:
+                    continue
+                pairs = (src.get(op) or {}).get("wake_by_bytes")
+                if not pairs:
+                    continue
+                ratio = self.share(p) / other.share(p)
+                c = dict(w[op])
+                c["wake_by_bytes"] = [[n, float(s) * ratio] for n, s in pairs]
+                w[op] = c
+            worlds[str(p)] = w
+        return GlooModel(worlds, self.source)
 
     def seconds(self, op: str, world: int, nbytes: float, skewed: bool = False) -> float:
         """Seconds of ``op`` over ``world`` processes on ``nbytes`` (see cost_terms),
@@ -171,4 +201,14 @@ class GlooModel:
             return 0.0
         alpha, beta, _ = self.constants(op, world)
         m, b = cost_terms(op, world, nbytes)
-        return alpha * m + beta * b + (self.wake(op, world) if skewed else 0.0)
+        return alpha * m + beta * b + (self.wake(op, world, nbytes) if skewed else 0.0)
+
+
+def _wake_at(c: Mapping[str, Any], nbytes: float | None) -> float:
+    """``wake_s``, or ``wake_by_bytes`` interpolated in log2(bytes) at ``nbytes``."""
+    pairs = c.get("wake_by_bytes")
+    if nbytes is None or not pairs:
+        return float(c.get("wake_s", 0.0))
+    xs = [math.log2(max(1.0, float(n))) for n, _ in pairs]
+    ys = [float(s) for _, s in pairs]
+    return float(np.interp(math.log2(max(1.0, float(nbytes))), xs, ys))

@@ -8,9 +8,12 @@ live program ran them, and simulated:
 - gloo runs: a collective is a rendezvous of its group (it ends when the last rank
   arrives) followed by the seconds of :class:`simcluster.network.gloo.GlooModel`
   (messages and bytes of gloo's algorithm, per-message and per-byte costs and a
-  wake-up cost per call, per op and process count) from the run's own sweep
-  (``calibrate.live`` measures it on its processes before the patterns), else from
-  the ``gloo-host`` network profile (``simcluster calibrate gloo``); the constants
+  wake-up cost per call, per op and process count; per size where the sweep timed
+  calls right after compute, ``wake_by_bytes``) from the run's own sweep
+  (``calibrate.live`` measures it on its processes before the patterns; a sweep
+  without ``wake_by_bytes`` takes the ``gloo-host`` profile's, scaled by the sharing
+  factors), else from the ``gloo-host`` network profile (``simcluster calibrate
+  gloo``); the constants
   are scaled by the host's CPU-sharing factor measured around each pattern over the
   one measured at the sweep;
 - other backends, or gloo without a model: a ``localhost`` cluster whose links have
@@ -524,7 +527,15 @@ def _gloo_model(data: dict[str, Any], network: str | None):
     from simcluster.network.gloo import GlooModel
 
     if data.get("gloo") and not network:
-        return GlooModel(data["gloo"]["worlds"], "the run's own gloo sweep (same processes)")
+        own = GlooModel(data["gloo"]["worlds"], "the run's own gloo sweep (same processes)")
+        host = _gloo_model({}, None)
+        if host is None or not _has_wake_sizes(host) or _has_wake_sizes(own):
+            return own
+        # a run whose sweep timed skewed arrivals at one size: the increase with size
+        # from the host profile (scaled by the sharing factors), on the run's own wake
+        out = own.with_wake_sizes(host)
+        out.source += f"; wake-up cost by size from {host.source}"
+        return out
     from simcluster.paths import network_profiles_dir
 
     name = network or "gloo-host"
@@ -540,6 +551,11 @@ def _gloo_model(data: dict[str, Any], network: str | None):
             raise UserError(f"network profile {network!r} has no gloo section (network.gloo)")
         return None
     return GlooModel(worlds, f"network profile {name}")
+
+
+def _has_wake_sizes(model) -> bool:
+    return any("wake_by_bytes" in (v.get(op) or {}) for v in model.worlds.values()
+               for op in ("allreduce", "allgather", "broadcast"))  # fmt: skip
 
 
 def _validate_live(

@@ -22,6 +22,12 @@ whose layers carry their measured seconds:
   nodes is the order in which gradients become ready (:attr:`TraceModel.backward_order`).
 * **optimizer seconds**: the ``Optimizer.step#...`` and ``Optimizer.zero_grad#...``
   annotations (absent: the device profile times the step; reported).
+* **CPU traces**: a layer also takes the host time (Python, dispatch) between the
+  previous top-level operator's end and its own start, which the CPU spends in the
+  step profiled or not; and each operator's duration loses the profiler's own cost
+  per recorded operator it encloses, as ``calibrate.trace`` measured it while
+  recording (header ``interleaved.profiler_overhead_s_per_op``: profiled less
+  unprofiled steps of the same session, per operator; 0 when absent).
 * **several steps** (``ProfilerStep#k`` marks, a profiler schedule): each is read, and
   the step of median total time is used, as a timed run reports its median iteration.
 
@@ -315,9 +321,19 @@ class _Step:
 
 
 def _one_step(
-    cpu: list[_Ev], kernels: list[_Ev], file: str, et: dict[int, Any] | None = None
+    cpu: list[_Ev],
+    kernels: list[_Ev],
+    file: str,
+    et: dict[int, Any] | None = None,
+    per_op_us: float = 0.0,
 ) -> _Step:
-    """Read one training iteration from its CPU events (and all GPU kernels)."""
+    """Read one training iteration from its CPU events (and all GPU kernels).
+
+    CPU trace: an operator's seconds are its duration less ``per_op_us`` (the
+    profiler's measured cost) per ``cpu_op`` event it encloses, itself included, plus
+    the host time since the previous top-level operator or optimizer annotation ended
+    (Python and dispatch: the same CPU runs them, unprofiled too).
+    """
     ops = [e for e in cpu if e.cat == "cpu_op"]
     if not ops:
         raise _bad(file, "traceEvents", 0, "no CPU operators (cpu_op events)", _HOW)
@@ -357,8 +373,28 @@ def _one_step(
             if owner is not None:
                 kernel_time[owner] = kernel_time.get(owner, 0.0) + k.dur
 
+    opt_ann = [
+        e for e in cpu
+        if e.cat == "user_annotation" and e.name.startswith(_OPT_PREFIXES)
+        and e.annotation(_OPT_PREFIXES) is None
+    ]  # fmt: skip
+    # host time before each unit (top-level operator outside the optimizer, or a
+    # top-level optimizer annotation), counted with it on a CPU trace
+    gap_before: dict[int, float] = {}
+    if kernel_time is None:
+        units = sorted([e for e in tops if id(e) not in opt_ids] + opt_ann, key=lambda e: e.ts)
+        end = units[0].end if units else 0.0
+        for u in units[1:]:
+            gap_before[id(u)] = max(0.0, u.ts - end)
+            end = max(end, u.end)
+
+    def own_us(e: _Ev) -> float:
+        """Duration less the profiler's cost for the operators it encloses (CPU)."""
+        n = (e.cat == "cpu_op") + sum(1 for x in e.descendants() if x.cat == "cpu_op")
+        return max(0.0, e.dur - per_op_us * n) + gap_before.get(id(e), 0.0)
+
     def secs(e: _Ev) -> float:
-        us = kernel_time.get(id(e), 0.0) if kernel_time is not None else e.dur
+        us = kernel_time.get(id(e), 0.0) if kernel_time is not None else own_us(e)
         return us * 1e-6
 
     # the sequence numbers each forward layer's operators carry
@@ -412,18 +448,13 @@ def _one_step(
         raise _bad(file, "traceEvents", "no AccumulateGrad", "no gradient reached a parameter: "
                    "nothing to synchronise (a frozen model?)", _HOW)  # fmt: skip
     order += [i for i in range(len(fwd) - 1, -1, -1) if i not in order]
-    opt_ann = [
-        e for e in cpu
-        if e.cat == "user_annotation" and e.name.startswith(_OPT_PREFIXES)
-        and e.annotation(_OPT_PREFIXES) is None
-    ]  # fmt: skip
     optimizer_s: float | None = None
     if opt_ann:
         if kernel_time is not None:
             optimizer_s = sum(secs(e) for e in tops if id(e) in opt_ids)
         else:
-            optimizer_s = sum(e.dur for e in opt_ann) * 1e-6
-    between = sum(max(0.0, b.ts - a.end) for a, b in zip(fwd, fwd[1:], strict=False)) * 1e-6
+            optimizer_s = sum(own_us(e) for e in opt_ann) * 1e-6
+    between = sum(gap_before.values()) * 1e-6
     return _Step(fwd, [secs(e) for e in fwd], bwd_s, grads, order, optimizer_s,
                  unattributed, between)  # fmt: skip
 
@@ -442,6 +473,7 @@ def _read(file: str, _stamp: int, et_file: str | None, _et_stamp: int) -> TraceM
         notes.append(f"execution trace {et_file}: {len(et or {})} gradient shapes, used where "
                      "the Kineto trace has none")  # fmt: skip
     header = data.get("simcluster") if isinstance(data.get("simcluster"), dict) else {}
+    per_op_us = _profiler_cost_us(header, file)
     evs = [
         _Ev(str(e.get("name", "")), str(e.get("cat", "")), float(e["ts"]), float(e["dur"]),
             e.get("tid"), e.get("args") or {})  # fmt: skip
@@ -458,7 +490,7 @@ def _read(file: str, _stamp: int, et_file: str | None, _et_stamp: int) -> TraceM
     )
     if len(marks) > 1:
         windows = [[e for e in cpu if m.ts <= e.ts < m.end] for m in marks]
-        steps = [_one_step(w, kernels, file, et) for w in windows]
+        steps = [_one_step(w, kernels, file, et, per_op_us) for w in windows]
         shape = [(len(s.fwd), [e.name for e in s.fwd], s.grads) for s in steps]
         if any(x != shape[-1] for x in shape):
             steps = steps[-1:]
@@ -468,7 +500,7 @@ def _read(file: str, _stamp: int, et_file: str | None, _et_stamp: int) -> TraceM
             notes.append(f"{len(marks)} profiler steps ({totals} ms): read the median one "
                          "(robust to a busy host)")  # fmt: skip
     else:
-        steps = [_one_step(cpu, kernels, file, et)]
+        steps = [_one_step(cpu, kernels, file, et, per_op_us)]
     last = sorted(steps, key=_total)[(len(steps) - 1) // 2]
     fwd_s, bwd_s, optimizer_s = last.fwd_s, last.bwd_s, last.optimizer_s
     if kernels:
@@ -491,8 +523,11 @@ def _read(file: str, _stamp: int, et_file: str | None, _et_stamp: int) -> TraceM
                      "profile")  # fmt: skip
     between = last.between_s
     if between and not kernels:
-        notes.append(f"{between * 1e3:.3f} ms of host time between forward operators "
-                     "(Python, dispatch) not counted")  # fmt: skip
+        notes.append(f"{between * 1e3:.3f} ms of host time between operators (Python, "
+                     "dispatch) counted with the operator after it")  # fmt: skip
+    if per_op_us and not kernels:
+        notes.append(f"profiler cost {per_op_us:.3f} us per recorded operator (measured "
+                     "while recording) taken off each operator")  # fmt: skip
     layers = []
     for i, e in enumerate(last.fwd):
         op = op_class_of(e.name)
@@ -519,6 +554,19 @@ def _read(file: str, _stamp: int, et_file: str | None, _et_stamp: int) -> TraceM
         notes=tuple(notes),
         header=FrozenDict({k: v for k, v in header.items() if isinstance(v, str | int | float)}),
     )
+
+
+def _profiler_cost_us(header: dict[str, Any], file: str) -> float:
+    """Microseconds the profiler adds per recorded operator, as ``calibrate.trace``
+    measured it while recording (``interleaved.profiler_overhead_s_per_op``); 0 if absent."""
+    inter = header.get("interleaved")
+    if not isinstance(inter, dict) or "profiler_overhead_s_per_op" not in inter:
+        return 0.0
+    v = inter["profiler_overhead_s_per_op"]
+    if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) or v < 0:
+        raise _bad(file, "simcluster.interleaved.profiler_overhead_s_per_op", v,
+                   "not a non-negative number of seconds", ">= 0")  # fmt: skip
+    return float(v) * 1e6
 
 
 _INDEX = re.compile(r"^\d+:")
