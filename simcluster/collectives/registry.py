@@ -76,6 +76,8 @@ BATCH_LOWERINGS: dict[tuple[str, str], Callable[[CommContext, CollectiveCall], l
     ("allgather", "ring"): ring.allgather_batch,
     ("reduce_scatter", "ring"): ring.reduce_scatter_batch,
     ("allreduce", "tree"): tree.allreduce_batch,
+    ("broadcast", "chain"): chain.broadcast_batch,
+    ("reduce", "chain"): chain.reduce_batch,
 }
 
 #: estimates within this relative margin of the least count as ties (earliest wins)
