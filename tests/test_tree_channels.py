@@ -27,8 +27,10 @@ def _nic_bytes(ctx: CommContext, batch) -> dict[int, float]:
     return {int(i): float(per[i]) for i in np.flatnonzero(inter & (per > 0))}
 
 
-@pytest.mark.parametrize(("topology", "nodes", "want"), [("puhti", 2, 2), ("dgx-a100", 2, 8),
-                                                         ("dgx1-v100", 3, 4), ("puhti", 1, 1)])  # fmt: skip
+@pytest.mark.parametrize(
+    ("topology", "nodes", "want"),
+    [("puhti", 2, 2), ("dgx-a100", 2, 8), ("dgx1-v100", 3, 4), ("puhti", 1, 1)],
+)
 def test_tree_gets_one_channel_per_nic(topology, nodes, want):
     ctx = _ctx(topology, nodes)
     R = ctx.cluster.ranks_per_node
@@ -81,3 +83,33 @@ def test_two_node_tree_time_is_nic_bound_closed_form():
     nic_bw = float(ctx.capacity[inter].min())
     want = 2 * (n / 4 / 0.92) / nic_bw
     assert t == pytest.approx(want, rel=1e-3)
+
+
+def test_auto_prices_the_tree_with_nccls_per_channel_cap():
+    """2 DGX A100 nodes, 8 channels: NCCL's tuner caps the tree's bus bandwidth at
+    8 x 23.6 GB/s (perChMaxTreeBws, Ampere, 2 nodes), algorithm bandwidth half of
+    it, so auto's estimate of a 1 GiB Simple tree is at least n / (0.5 x 8 x 23.6
+    GB/s) and the ring wins; the simulated (forced) tree is not capped."""
+    ctx = _ctx("dgx-a100", 2)
+    assert ctx.tree_channel_max == pytest.approx((24.0e9, 23.6e9, 17.8e9))
+    n = float(1 << 30)
+    g = (tuple(range(16)),)
+    tree = reg._lower_with(ctx, CollectiveCall("allreduce", g, n, "tree"), "tree", "Simple")
+    floor = n / (0.5 * 8 * 23.6e9)
+    t_est = estimate_phases(ctx, tree)
+    assert floor <= t_est <= floor * 1.01 + 1e-4
+    assert reg.lower(ctx, CollectiveCall("allreduce", g, n))[0] == "ring/Simple"
+    # without the cap, the same flows move faster (NVSwitch-bound, not tuner-bound)
+    uncapped = [type(b)(b.entry_flow, b.entry_link, b.nbytes, b.latency) for b in tree]
+    assert estimate_phases(ctx, uncapped) < 0.9 * t_est
+
+
+def test_bad_tree_channel_cap_is_a_config_error():
+    from simcluster.collectives.protocols import parse_tree_channel_max
+    from simcluster.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="tree_channel_max_GBps"):
+        parse_tree_channel_max({"tree_channel_max_GBps": [1.0, 2.0]}, "x.json")
+    with pytest.raises(ConfigError, match=r"tree_channel_max_GBps\[1\]"):
+        parse_tree_channel_max({"tree_channel_max_GBps": [1.0, "x", 2.0]}, "x.json")
+    assert parse_tree_channel_max({}, "x.json") is None

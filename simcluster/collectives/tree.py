@@ -287,16 +287,51 @@ def allreduce_batch(ctx: CommContext, call: CollectiveCall) -> list[FlowBatch]:
     """:func:`allreduce` of every group at once, as two flow batches (the same
     flows, in the same order, as lowering each group and merging the phases).
     Under protocols the latency holds one column per protocol."""
-    parts = []
+    parts, caps = [], []
+    tuned = ctx.active is not None and ctx.tree_channel_max is not None
     for g in call.groups:
         if len(g) < 2:
             continue
         src, dst, nb, n_tree, chain_len, height = group_flows(ctx, tuple(g), call.nbytes)
         depth = _depth(ctx, src, dst, n_tree, chain_len, height)
         parts.append((src, dst, nb, depth))
+        if tuned:
+            cap = np.full(src.size, np.inf)
+            cap[:n_tree] = _tuner_edge_cap(ctx, len(ctx.split_by_node(tuple(g))))
+            caps.append(cap)
     if not parts:
         return []
-    return [_batch_of(ctx, parts, False), _batch_of(ctx, parts, True)]
+    out = [_batch_of(ctx, parts, False), _batch_of(ctx, parts, True)]
+    if tuned:
+        cap = np.concatenate(caps)
+        for b in out:
+            b._cache[TUNER_RATE_CAP] = cap
+    return out
+
+
+#: ``FlowBatch._cache`` key of the per-flow rate cap (wire bytes/s) that ``auto``'s
+#: estimate applies and the simulation does not (see :func:`_tuner_edge_cap`)
+TUNER_RATE_CAP = "tuner_rate_cap"
+
+
+def _tuner_edge_cap(ctx: CommContext, nodes: int) -> float:
+    """NCCL's tuner cap as a rate limit on one tree edge flow (wire bytes/s).
+
+    NCCL's model (``src/graph/tuning.cc``, ``ncclTopoTuneModel``) caps the
+    tree's bus bandwidth at ``nChannels x perChMaxTreeBw`` (one value for 1, 2
+    and more nodes) after the Simple refinement (x 0.92), and takes half of it
+    as algorithm bandwidth (LL and LL128 scale that). A tree edge flow here
+    carries ``nbytes / (2 x channels)`` per phase, so that algorithm bandwidth
+    is a wire rate of ``perChMaxTreeBw / (2 x Simple's tree fraction)`` per
+    edge flow, whatever the protocol. It is the tuner's model of what one
+    channel sustains: ``auto`` chooses with it, as NCCL does; the simulated
+    flows are not capped.
+    """
+    one, two, more = ctx.tree_channel_max
+    per_channel = one if nodes <= 1 else two if nodes == 2 else more
+    simple = ctx.protocols.get("Simple")
+    frac = simple.bandwidth_fraction["tree"] if simple is not None else 1.0
+    return per_channel / (2 * frac)
 
 
 def _max_class(act: dict, cls: np.ndarray):
