@@ -23,6 +23,8 @@ OPS = [
     ("allgather", "ring"),
     ("reduce_scatter", "ring"),
     ("allreduce", "tree"),
+    ("broadcast", "chain"),
+    ("reduce", "chain"),
 ]
 
 

@@ -18,7 +18,14 @@ from functools import cached_property
 
 import numpy as np
 
-from simcluster.collectives.protocols import Nvls, Protocol, family_of, parse_nvls, parse_protocols
+from simcluster.collectives.protocols import (
+    Nvls,
+    Protocol,
+    family_of,
+    parse_nvls,
+    parse_protocols,
+    parse_tree_channel_max,
+)
 from simcluster.collectives.route_memo import RouteMemo
 from simcluster.errors import UserError
 from simcluster.network.flow import FlowBatch, FlowSpec
@@ -47,8 +54,12 @@ class CommContext:
         link_efficiency: dict[str, float] | None = None,
         protocols: dict[str, Protocol] | None = None,
         nvls: Nvls | None = None,
+        tree_channel_max: tuple[float, float, float] | None = None,
     ) -> None:
         self.cluster = cluster
+        #: NCCL's tuner cap on the tree's bus bandwidth per channel, bytes/s, for
+        #: 1, 2 and more nodes (protocols.parse_tree_channel_max), or None
+        self.tree_channel_max = tree_channel_max
         #: NCCL's NVLS allreduce numbers (network.protocols.NVLS), or None
         self.nvls = nvls
         self.per_message_overhead = float(per_message_overhead)
@@ -84,7 +95,8 @@ class CommContext:
         """A context from a loaded network profile (protocols included)."""
         protocols = parse_protocols(netp.protocols, netp.file) if netp.protocols else None
         nvls = parse_nvls(netp.protocols, netp.file) if netp.protocols else None
-        return cls(cluster, netp.per_message_overhead_s, netp.link_efficiency, protocols, nvls)
+        cap = parse_tree_channel_max(netp.protocols, netp.file) if netp.protocols else None
+        return cls(cluster, netp.per_message_overhead_s, netp.link_efficiency, protocols, nvls, cap)
 
     @contextmanager
     def lowering(self, algorithm: str | None):

@@ -109,7 +109,9 @@ def tree(ctx: CommContext, call: CollectiveCall) -> np.ndarray | None:
     no less than the smaller intra-node step latency, ``height`` tree levels
     at the network one) plus the time to move one flow's wire bytes at the
     largest capacity such a flow can get: an inter-node link's for the tree
-    edges (half the buffer each), any link's for a one-node chain.
+    edges (``nbytes / (2 x channels)`` each, with no more channels than
+    ``tree.tree_channels`` gives: NICs per node, at most the most ranks on a
+    node), any link's for a one-node chain.
     """
     if not ctx.protocols or call.op != "allreduce":
         return None
@@ -125,7 +127,11 @@ def tree(ctx: CommContext, call: CollectiveCall) -> np.ndarray | None:
         m, biggest = _group_nodes(ctx, tuple(g))
         height = max(m - 1, 0).bit_length()
         depth = (biggest - 1) * lo + height * net
-        move = call.nbytes / 2 * wire / c_inter if m > 1 else call.nbytes * wire / c_any
+        if m > 1:
+            channels = max(1, min(ctx.nics_per_node, biggest))
+            move = call.nbytes / (2 * channels) * wire / c_inter
+        else:
+            move = call.nbytes * wire / c_any
         phase = np.maximum(phase, depth + move)
     return (2 * phase + base) * (1 - _SLACK)
 

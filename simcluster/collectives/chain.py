@@ -10,9 +10,12 @@ uniform chain.
 
 from __future__ import annotations
 
-from simcluster.collectives.base import CollectiveCall, CommContext, Phase
+import numpy as np
 
-__all__ = ["chain_phase", "broadcast", "reduce"]
+from simcluster.collectives.base import CollectiveCall, CommContext, Phase
+from simcluster.network.flow import FlowBatch
+
+__all__ = ["chain_phase", "broadcast", "reduce", "broadcast_batch", "reduce_batch"]
 
 
 def chain_phase(ctx: CommContext, chain: list[int], nbytes: float, reverse: bool) -> Phase:
@@ -38,3 +41,43 @@ def broadcast(ctx: CommContext, call: CollectiveCall, group: tuple[int, ...]) ->
 def reduce(ctx: CommContext, call: CollectiveCall, group: tuple[int, ...]) -> list[Phase]:
     phase = chain_phase(ctx, _chain_from_root(group, call.root), call.nbytes, reverse=True)
     return [phase] if phase else []
+
+
+def _batch(ctx: CommContext, call: CollectiveCall, reverse: bool) -> list[FlowBatch]:
+    """:func:`broadcast` (or :func:`reduce` if ``reverse``) of every group at once,
+    as one flow batch: the same flows, in the same order, with the same depth
+    (the hops' latencies added one after the other, as ``sum`` does)."""
+    srcs, dsts, lats = [], [], []
+    for g in call.groups:
+        chain = np.asarray(_chain_from_root(tuple(g), call.root), dtype=np.int64)
+        if chain.size < 2:
+            continue
+        a, b = chain[:-1], chain[1:]
+        if reverse:
+            a, b = b[::-1], a[::-1]
+        if ctx.active is not None:
+            hops = np.stack([ctx.active[c] for c in ("nvlink", "pcie", "net")])
+            alpha = hops[ctx.hop_classes(a, b)]
+        else:
+            f, link = ctx.cluster.routes(a, b)
+            alpha = ctx.path_latencies(f, link, a.size) + ctx.per_message_overhead
+        depth = np.add.accumulate(alpha, axis=0)[-1]
+        srcs.append(a)
+        dsts.append(b)
+        lats.append(np.broadcast_to(depth, (a.size, *np.shape(depth))))
+    if not srcs:
+        return []
+    src, dst = np.concatenate(srcs), np.concatenate(dsts)
+    entry_flow, entry_link = ctx.cluster.routes(src, dst)
+    nbytes = np.full(src.size, float(call.nbytes))
+    return [FlowBatch(entry_flow, entry_link, nbytes, np.concatenate(lats))]
+
+
+def broadcast_batch(ctx: CommContext, call: CollectiveCall) -> list[FlowBatch]:
+    """:func:`broadcast` of every group at once, as arrays."""
+    return _batch(ctx, call, reverse=False)
+
+
+def reduce_batch(ctx: CommContext, call: CollectiveCall) -> list[FlowBatch]:
+    """:func:`reduce` of every group at once, as arrays."""
+    return _batch(ctx, call, reverse=True)

@@ -48,6 +48,7 @@ __all__ = [
     "parse_protocols",
     "Nvls",
     "parse_nvls",
+    "parse_tree_channel_max",
 ]
 
 #: Protocol names in NCCL's order (tie-break order of ``auto``).
@@ -56,6 +57,10 @@ PROTOCOL_NAMES = ("LL", "LL128", "Simple")
 FAMILIES = ("ring", "tree")
 #: What one pipeline step crosses.
 HOP_CLASSES = ("nvlink", "pcie", "net")
+
+#: Key of NCCL's per-channel tree bandwidth in ``network.protocols`` (see
+#: :func:`parse_tree_channel_max`).
+TREE_CAP_KEY = "tree_channel_max_GBps"
 
 #: Algorithms scheduled like NCCL's tree; every other one like its ring.
 _TREE_ALGORITHMS = frozenset({"tree"})
@@ -110,7 +115,7 @@ def parse_protocols(data: Any, file: str | None = None) -> dict[str, Protocol]:
     Protocols absent from the section are not offered to ``auto``.
     """
     base = "network.protocols"
-    _keys(file, base, data, ("source", *PROTOCOL_NAMES, "NVLS"), required=False)
+    _keys(file, base, data, ("source", *PROTOCOL_NAMES, "NVLS", TREE_CAP_KEY), required=False)
     out: dict[str, Protocol] = {}
     for name in PROTOCOL_NAMES:
         if name not in data:
@@ -168,3 +173,20 @@ def parse_nvls(data: Any, file: str | None = None) -> Nvls | None:
         _number(file, f"{p}.efficiency", d["efficiency"], 1e-3, 1.0),
         _number(file, f"{p}.latency_s", d["latency_s"], 0.0, 1.0),
     )
+
+
+def parse_tree_channel_max(data: Any, file: str | None = None) -> tuple[float, float, float] | None:
+    """``network.protocols.tree_channel_max_GBps`` as bytes/s, or None when absent.
+
+    NCCL's tuner caps the double binary tree's bus bandwidth at this much per
+    channel (``perChMaxTreeBws`` in ``src/graph/tuning.cc``), one value for 1,
+    for 2 and for more nodes: ``[one, two, more]`` in GB/s (1e9 bytes/s).
+    """
+    if not isinstance(data, dict) or TREE_CAP_KEY not in data:
+        return None
+    p = f"network.protocols.{TREE_CAP_KEY}"
+    v = data[TREE_CAP_KEY]
+    if not isinstance(v, list) or len(v) != 3:
+        raise ConfigError(file, p, v, "must be a list of 3 numbers", "[one node, two, more] GB/s")
+    one, two, more = (_number(file, f"{p}[{i}]", x, 1e-3, 1e4) for i, x in enumerate(v))
+    return one * 1e9, two * 1e9, more * 1e9

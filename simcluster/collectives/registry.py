@@ -6,8 +6,10 @@ phase, so that concurrent groups contend for links within each phase.
 
 The automatic choice, like NCCL's tuner, compares the candidates' predicted
 times for this size and group shape: each candidate's phases are timed in
-isolation with max-min rates fixed at their start (a static estimate); ties
-go to the first candidate (ring). A candidate whose lower bound from the group
+isolation with max-min rates fixed at their start (a static estimate), the
+tree's edges at no more than NCCL's per-channel tree bandwidth where the
+profile gives it (``tree.TUNER_RATE_CAP``); ties go to the first candidate
+(ring). A candidate whose lower bound from the group
 shape (``bounds.py``) exceeds the best estimate is not lowered.
 """
 
@@ -76,6 +78,8 @@ BATCH_LOWERINGS: dict[tuple[str, str], Callable[[CommContext, CollectiveCall], l
     ("allgather", "ring"): ring.allgather_batch,
     ("reduce_scatter", "ring"): ring.reduce_scatter_batch,
     ("allreduce", "tree"): tree.allreduce_batch,
+    ("broadcast", "chain"): chain.broadcast_batch,
+    ("reduce", "chain"): chain.reduce_batch,
 }
 
 #: estimates within this relative margin of the least count as ties (earliest wins)
@@ -101,11 +105,19 @@ def estimate_phases(ctx: CommContext, phases: list[FlowBatch] | list[Phase]) -> 
         batch = phase if isinstance(phase, FlowBatch) else FlowBatch.from_flows(phase)
         if batch.num_flows == 0:
             continue
-        rates = batch.static_rates(ctx.capacity)
+        rates = _tuner_rates(ctx, batch)
         with np.errstate(divide="ignore", invalid="ignore"):
             move = np.where(batch.nbytes > 0, batch.nbytes / rates, 0.0)
         total += float((batch.latency + move).max())
     return total
+
+
+def _tuner_rates(ctx: CommContext, batch: FlowBatch) -> np.ndarray:
+    """Static max-min rates, capped where the lowering set NCCL's tuner cap
+    (:data:`tree.TUNER_RATE_CAP`: the tree's per-channel bandwidth)."""
+    rates = batch.static_rates(ctx.capacity)
+    cap = batch._cache.get(tree.TUNER_RATE_CAP)
+    return rates if cap is None else np.minimum(rates, cap)
 
 
 def _merge(per_group: list[list[Phase]]) -> list[Phase]:
@@ -247,7 +259,7 @@ def _envelope(ctx: CommContext, batch: FlowBatch) -> tuple[np.ndarray, np.ndarra
     key = ("envelope", id(ctx.capacity), id(batch))
     hit = batch._cache.get(key)
     if hit is None:
-        rates = batch.static_rates(ctx.capacity)
+        rates = _tuner_rates(ctx, batch)
         lat = np.broadcast_to(np.asarray(batch.latency, dtype=np.float64), rates.shape)
         with np.errstate(divide="ignore", invalid="ignore"):
             per_byte = np.where(batch.nbytes > 0, batch.nbytes / rates, 0.0)
