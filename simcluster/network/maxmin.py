@@ -109,11 +109,12 @@ def maxmin_rates(
 
     A round costs O(links + entries of the flows it freezes): per-link counts
     of unfrozen flows are kept up to date instead of recounted, so problems
-    with hundreds of distinct levels stay cheap. A link whose flows are all
-    frozen gets capacity ``inf`` (its share ``inf / 0`` is then ``inf``, and
-    ``inf - inc * 0`` stays ``inf``), so a round needs no mask of busy links;
-    every busy link's share and remaining capacity are the same floats as
-    with one.
+    with hundreds of distinct levels stay cheap. A round needs no mask of busy
+    links: a link whose flows are all frozen has count 0, so its share is
+    ``cap / 0 = inf`` while ``cap > 0``, and ``cap - inc * 0`` leaves it as it
+    is; a saturated link (``cap`` may be 0 or below) gets ``cap = inf`` once its
+    flows are frozen. Every busy link's share and remaining capacity are the
+    same floats as with a mask; a flow's rate stays ``inf`` until it is frozen.
     """
     rates = np.full(num_flows, np.inf)
     if num_flows == 0 or entry_flow.size == 0:
@@ -135,7 +136,6 @@ def maxmin_rates(
         fptr, flow_links = _csr(ef, el, num_flows)
     counts = np.diff(lptr).astype(np.float64)  # unfrozen flows per link (whole numbers)
     lstart, lend = lptr[:-1].tolist(), lptr[1:].tolist()
-    frozen = np.zeros(num_flows, dtype=bool)
     left = int(np.count_nonzero(np.bincount(ef, minlength=num_flows)))  # unfrozen flows
     stamp = np.empty(num_flows, dtype=np.int64)
     share = np.empty(nlinks)
@@ -144,7 +144,7 @@ def maxmin_rates(
     with np.errstate(divide="ignore", invalid="ignore"):
         while left:
             np.divide(cap, counts, out=share)
-            inc = float(share.min())
+            inc = float(np.minimum.reduce(share))
             level += inc
             np.multiply(counts, inc, out=step)
             cap -= step
@@ -156,13 +156,12 @@ def maxmin_rates(
                 hit = link_flows[lstart[one] : lend[one]]
             else:
                 hit = np.concatenate([link_flows[lstart[i] : lend[i]] for i in sat.tolist()])
-            hit = hit[~frozen[hit]]
+            hit = hit[rates[hit] == np.inf]  # not frozen yet
             if hit.size > 1 and (twice or sat.size > 1):  # a flow listed twice counts once
                 pos = np.arange(hit.size)
                 stamp[hit] = pos
                 hit = hit[stamp[hit] == pos]
             rates[hit] = level
-            frozen[hit] = True
             left -= hit.size
             if table is not None:
                 counts -= np.bincount(table[hit].ravel(), minlength=nlinks + 1)[:nlinks]
@@ -170,5 +169,5 @@ def maxmin_rates(
                 starts = fptr[hit]
                 links = flow_links[concat_ranges(starts, fptr[hit + 1] - starts)]
                 counts -= np.bincount(links, minlength=nlinks)
-            np.copyto(cap, np.inf, where=counts == 0)
+            cap[sat] = np.inf  # every flow of a saturated link is frozen now
     return rates
