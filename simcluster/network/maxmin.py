@@ -73,11 +73,12 @@ def _by_link(
     return _csr(el, ef, nlinks, stable=False)  # pragma: no cover (2**63 entries)
 
 
-def _flow_table(ef: np.ndarray, el: np.ndarray, num_flows: int, nlinks: int) -> np.ndarray | None:
-    """The links of every flow as a (flows, widest path) table, short rows padded
-    with the spare link ``nlinks``; None when padding would more than double
-    the entries (then :func:`_csr` rows are used)."""
-    lens = np.bincount(ef, minlength=num_flows)
+def _flow_table(ef: np.ndarray, el: np.ndarray, lens: np.ndarray, nlinks: int) -> np.ndarray | None:
+    """The links of every flow (``lens[f]`` entries of flow ``f``) as a (flows,
+    widest path) table, short rows padded with the spare link ``nlinks``; None
+    when padding would more than double the entries (then :func:`_csr` rows
+    are used)."""
+    num_flows = lens.size
     width = int(lens.max())
     if width * num_flows > 2 * ef.size:
         return None
@@ -131,12 +132,13 @@ def maxmin_rates(
     lptr, link_flows = _by_link(el, ef, nlinks, num_flows)
     # a (flow, link) pair listed twice puts the flow twice in the link's list
     twice = link_flows.size > 1 and bool(np.any(link_flows[1:] == link_flows[:-1]))
-    table = _flow_table(ef, el, num_flows, nlinks)  # links of each flow
+    lens = np.bincount(ef, minlength=num_flows)  # links of each flow
+    table = _flow_table(ef, el, lens, nlinks)
     if table is None:
         fptr, flow_links = _csr(ef, el, num_flows)
     counts = np.diff(lptr).astype(np.float64)  # unfrozen flows per link (whole numbers)
     lstart, lend = lptr[:-1].tolist(), lptr[1:].tolist()
-    left = int(np.count_nonzero(np.bincount(ef, minlength=num_flows)))  # unfrozen flows
+    left = int(np.count_nonzero(lens))  # unfrozen flows
     stamp = np.empty(num_flows, dtype=np.int64)
     share = np.empty(nlinks)
     step = np.empty(nlinks)
