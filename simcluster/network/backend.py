@@ -151,11 +151,11 @@ class _Order:
         self.next_rate = 0
 
     def ending(self, now: float, alive: np.ndarray) -> np.ndarray:
-        """Live flows with ``tslack <= now``, in index order."""
-        stop = int(np.searchsorted(self.slack, now, side="right"))
+        """Live flows with ``tslack <= now``, in no particular order."""
+        stop = int(self.slack.searchsorted(now, side="right"))
         cand = self.by_slack[self.next_slack : stop]
         self.next_slack = max(stop, self.next_slack)
-        return np.sort(cand[alive[cand]])
+        return cand[alive[cand]]
 
     def first_done(self, alive: np.ndarray) -> float:
         """The least ``tdone`` of the live flows (inf if none)."""
@@ -186,6 +186,8 @@ class _FlowTable:
         self.size, self.rem, self.tref, self.rate, self.tdone, self.tslack = f, f, f, f, f, f
         self.alive = np.zeros(0, dtype=bool)
         self.num_alive = 0
+        #: the owner of every flow of the table when they all have one, else -1
+        self.sole_owner = -1
         #: bumped whenever any live flow's rate or times change (not on ends)
         self.epoch = 0
         self._order: _Order | None = None
@@ -251,7 +253,9 @@ class _FlowTable:
         size = batch.nbytes.astype(np.float64)
         self.rem = np.concatenate([rem, size])
         self.size = np.concatenate([self.size[keep], size])
-        self.owner = np.concatenate([self.owner[keep], np.full(n_new, owner, dtype=np.int64)])
+        kept = self.owner[keep]
+        self.sole_owner = owner if bool((kept == owner).all()) else -1
+        self.owner = np.concatenate([kept, np.full(n_new, owner, dtype=np.int64)])
         n = self.size.size
         self.tref = np.full(n, now)
         self.rate = np.zeros(n)
@@ -284,9 +288,10 @@ class MaxMinNetwork(NetworkBackend):
         self._next_owner = 0
         #: bytes/s carried on each link by live flows
         self._load = np.zeros(self.capacity.size)
-        #: flows ended since ``_load`` was last brought up to date, with their
-        #: rates negated: taken off in one ``np.add.at`` (the same additions in
-        #: the same order) only when a re-solve reads the load
+        #: flows ended since ``_load`` was last brought up to date (each wake-up's
+        #: in any order), with their rates: taken off in one ``np.add.at`` (the
+        #: same additions in the same order: each wake-up's flows by index) only
+        #: when a re-solve reads the load
         self._unloaded: list[tuple[np.ndarray, np.ndarray]] = []
         self._version = 0
 
@@ -360,8 +365,10 @@ class MaxMinNetwork(NetworkBackend):
             return
         ft.rem[aff] -= ft.rate[aff] * (now - ft.tref[aff])
         if self._unloaded:
-            gone = np.concatenate([f for f, _ in self._unloaded])
-            neg = np.concatenate([r for _, r in self._unloaded])
+            # each wake-up's flows in index order, as they were taken off
+            sort = [np.argsort(f) for f, _ in self._unloaded]
+            gone = np.concatenate([f[o] for (f, _), o in zip(self._unloaded, sort, strict=True)])
+            neg = -np.concatenate([r[o] for (_, r), o in zip(self._unloaded, sort, strict=True)])
             self._unloaded.clear()
             local, links = ft.entries(gone)
             self._add_load(links, neg[local])
@@ -406,17 +413,22 @@ class MaxMinNetwork(NetworkBackend):
         if ended.size == 0:  # numerical slack: finish the closest
             ended = np.flatnonzero(ft.tdone <= ft.tdone.min())
         # A flow's rate is the level of its bottleneck, the lowest of its links.
-        l0 = float(ft.rate[ended].min())
-        self._unloaded.append((ended, -ft.rate[ended]))
-        owned = ft.owner[ended]
-        if owned[0] == owned[-1] and bool((owned == owned[0]).all()):
-            owners, counts = owned[:1], np.array([ended.size])
+        rates = ft.rate[ended]
+        l0 = float(rates.min())
+        self._unloaded.append((ended, rates))
+        if ft.sole_owner >= 0:
+            owners, counts = [ft.sole_owner], [ended.size]
         else:
-            owners, counts = np.unique(owned, return_counts=True)
+            owned = ft.owner[ended]
+            if owned[0] == owned[-1] and bool((owned == owned[0]).all()):
+                owners, counts = [int(owned[0])], [ended.size]
+            else:
+                found, many = np.unique(owned, return_counts=True)
+                owners, counts = found.tolist(), many.tolist()
         ft.end(ended)
         if ft.num_alive:
             self._resolve_from(l0, now)
-        for oid, n in zip(owners.tolist(), counts.tolist(), strict=True):
+        for oid, n in zip(owners, counts, strict=True):
             owner = self._owners[oid]
             if owner.pending == n:
                 del self._owners[oid]

@@ -54,9 +54,42 @@ def concat_ranges(starts: np.ndarray, lens: np.ndarray) -> np.ndarray:
     return np.arange(int(lens.sum())) + np.repeat(starts - first, lens)
 
 
-def _gather(ptr: np.ndarray, values: np.ndarray, rows: np.ndarray) -> np.ndarray:
-    """The values of every row in ``rows`` of a CSR table, concatenated."""
-    return values[concat_ranges(ptr[rows], ptr[rows + 1] - ptr[rows])]
+def _by_link(
+    el: np.ndarray, ef: np.ndarray, nlinks: int, num_flows: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """The flows of every link (0..nlinks-1) of the entries ``el``, ``ef``, as
+    (start offsets, flows), each link's flows in increasing order: one sort of
+    (link, flow) keys packed in an integer (32 bits where they fit)."""
+    lbits = max(int(nlinks - 1).bit_length(), 1)
+    fbits = max(int(num_flows - 1).bit_length(), 1)
+    ptr = np.zeros(nlinks + 1, dtype=np.int64)
+    np.cumsum(np.bincount(el, minlength=nlinks), out=ptr[1:])
+    if lbits + fbits <= 32:
+        key = np.sort((el.astype(np.uint32) << fbits) | ef.astype(np.uint32))
+        return ptr, (key & ((1 << fbits) - 1)).astype(np.int64)
+    if lbits + fbits <= 63:
+        key = np.sort((el.astype(np.int64) << fbits) | ef.astype(np.int64))
+        return ptr, key & ((1 << fbits) - 1)
+    return _csr(el, ef, nlinks, stable=False)  # pragma: no cover (2**63 entries)
+
+
+def _flow_table(ef: np.ndarray, el: np.ndarray, lens: np.ndarray, nlinks: int) -> np.ndarray | None:
+    """The links of every flow (``lens[f]`` entries of flow ``f``) as a (flows,
+    widest path) table, short rows padded with the spare link ``nlinks``; None
+    when padding would more than double the entries (then :func:`_csr` rows
+    are used)."""
+    num_flows = lens.size
+    width = int(lens.max())
+    if width * num_flows > 2 * ef.size:
+        return None
+    if ef.size > 1 and not bool(np.all(ef[1:] >= ef[:-1])):
+        el = el[np.argsort(ef, kind="stable")]
+    if el.size == width * num_flows:  # every flow has ``width`` links
+        return el.reshape(num_flows, width)
+    table = np.full(num_flows * width, nlinks, dtype=np.int64)
+    first = np.arange(num_flows) * width - (np.cumsum(lens) - lens)
+    table[np.arange(el.size) + np.repeat(first, lens)] = el
+    return table.reshape(num_flows, width)
 
 
 def maxmin_rates(
@@ -77,12 +110,17 @@ def maxmin_rates(
 
     A round costs O(links + entries of the flows it freezes): per-link counts
     of unfrozen flows are kept up to date instead of recounted, so problems
-    with hundreds of distinct levels stay cheap.
+    with hundreds of distinct levels stay cheap. A round needs no mask of busy
+    links: a link whose flows are all frozen has count 0, so its share is
+    ``cap / 0 = inf`` while ``cap > 0``, and ``cap - inc * 0`` leaves it as it
+    is; a saturated link (``cap`` may be 0 or below) gets ``cap = inf`` once its
+    flows are frozen. Every busy link's share and remaining capacity are the
+    same floats as with a mask; a flow's rate stays ``inf`` until it is frozen.
     """
     rates = np.full(num_flows, np.inf)
     if num_flows == 0 or entry_flow.size == 0:
         return rates
-    ef = np.asarray(entry_flow)
+    ef = np.asarray(entry_flow).astype(np.int64, copy=False)
     used, el = _compact(np.asarray(entry_link), capacity.size)
     nlinks = used.size
     cap = capacity[used].astype(np.float64)
@@ -91,31 +129,47 @@ def maxmin_rates(
         cap = np.maximum(cap - load[used], 0.0)
     # Flows on each link, in any order: a round freezes every unfrozen flow of the
     # saturated links at one level, whatever the order it meets them in.
-    lptr, link_flows = _csr(el, ef, nlinks, stable=False)
-    fptr, flow_links = _csr(ef, el, num_flows)  # links of each flow
-    counts = np.diff(lptr)  # unfrozen flows per link
-    frozen = np.zeros(num_flows, dtype=bool)
+    lptr, link_flows = _by_link(el, ef, nlinks, num_flows)
+    # a (flow, link) pair listed twice puts the flow twice in the link's list
+    twice = link_flows.size > 1 and bool(np.any(link_flows[1:] == link_flows[:-1]))
+    lens = np.bincount(ef, minlength=num_flows)  # links of each flow
+    table = _flow_table(ef, el, lens, nlinks)
+    if table is None:
+        fptr, flow_links = _csr(ef, el, num_flows)
+    counts = np.diff(lptr).astype(np.float64)  # unfrozen flows per link (whole numbers)
+    lstart, lend = lptr[:-1].tolist(), lptr[1:].tolist()
+    left = int(np.count_nonzero(lens))  # unfrozen flows
     stamp = np.empty(num_flows, dtype=np.int64)
     share = np.empty(nlinks)
+    step = np.empty(nlinks)
     level = 0.0
-    busy = counts > 0
-    while busy.any():
-        share.fill(np.inf)
-        np.divide(cap, counts, out=share, where=busy)
-        inc = float(share.min())
-        level += inc
-        cap -= inc * counts  # idle links have count 0: unchanged
-        saturated = busy & (cap <= tol)
-        if not saturated.any():  # round-off: saturate the links that set the level
-            saturated = busy & (share <= inc * (1 + 1e-12))
-        hit = _gather(lptr, link_flows, np.flatnonzero(saturated))
-        hit = hit[~frozen[hit]]
-        if hit.size > 1:  # a flow on two saturated links counts once
-            pos = np.arange(hit.size)
-            stamp[hit] = pos
-            hit = hit[stamp[hit] == pos]
-        rates[hit] = level
-        frozen[hit] = True
-        counts = counts - np.bincount(_gather(fptr, flow_links, hit), minlength=nlinks)
-        busy = counts > 0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        while left:
+            np.divide(cap, counts, out=share)
+            inc = float(np.minimum.reduce(share))
+            level += inc
+            np.multiply(counts, inc, out=step)
+            cap -= step
+            sat = (cap <= tol).nonzero()[0]
+            if sat.size == 0:  # round-off: saturate the links that set the level
+                sat = (share <= inc * (1 + 1e-12)).nonzero()[0]
+            if sat.size == 1:
+                one = int(sat[0])
+                hit = link_flows[lstart[one] : lend[one]]
+            else:
+                hit = np.concatenate([link_flows[lstart[i] : lend[i]] for i in sat.tolist()])
+            hit = hit[rates[hit] == np.inf]  # not frozen yet
+            if hit.size > 1 and (twice or sat.size > 1):  # a flow listed twice counts once
+                pos = np.arange(hit.size)
+                stamp[hit] = pos
+                hit = hit[stamp[hit] == pos]
+            rates[hit] = level
+            left -= hit.size
+            if table is not None:
+                counts -= np.bincount(table[hit].ravel(), minlength=nlinks + 1)[:nlinks]
+            else:
+                starts = fptr[hit]
+                links = flow_links[concat_ranges(starts, fptr[hit + 1] - starts)]
+                counts -= np.bincount(links, minlength=nlinks)
+            cap[sat] = np.inf  # every flow of a saturated link is frozen now
     return rates

@@ -1,0 +1,102 @@
+"""maxmin_rates against plain progressive filling, float for float.
+
+The reference below is the textbook loop (a mask of busy links, every
+link's share and remaining capacity recomputed each round, the flows of
+the saturated links found by scanning every entry), doing the same float
+operations in the same order; the solver must give the same rates bit for
+bit on instances that cover its paths (even and uneven path lengths,
+entries in any order, a (flow, link) pair listed twice, ties between links,
+load, flows without links, wide flow ids).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from simcluster.network.maxmin import REL_TOL, maxmin_rates
+
+
+def _reference(ef, el, num_flows, capacity, load=None):
+    rates = np.full(num_flows, np.inf)
+    if num_flows == 0 or ef.size == 0:
+        return rates
+    used, el = np.unique(el, return_inverse=True)
+    n = used.size
+    cap = capacity[used].astype(np.float64)
+    tol = REL_TOL * cap
+    if load is not None:
+        cap = np.maximum(cap - load[used], 0.0)
+    counts = np.bincount(el, minlength=n)
+    frozen = np.zeros(num_flows, dtype=bool)
+    level = 0.0
+    while (counts > 0).any():
+        busy = counts > 0
+        share = np.full(n, np.inf)
+        np.divide(cap, counts, out=share, where=busy)
+        inc = float(share.min())
+        level += inc
+        cap -= inc * counts
+        sat = busy & (cap <= tol)
+        if not sat.any():
+            sat = busy & (share <= inc * (1 + 1e-12))
+        hit = np.unique(ef[sat[el]])
+        hit = hit[~frozen[hit]]
+        rates[hit] = level
+        frozen[hit] = True
+        counts = counts - np.bincount(el[np.isin(ef, hit)], minlength=n)
+    return rates
+
+
+def _instance(rng, kind):
+    nf = int(rng.integers(1, 400))
+    nl = int(rng.integers(1, 60))
+    if kind == "even":  # every flow the same number of links, in flow order
+        width = int(rng.integers(1, min(nl, 6) + 1))
+        el = np.concatenate([rng.choice(nl, width, replace=False) for _ in range(nf)])
+        ef = np.repeat(np.arange(nf), width)
+    else:
+        lens = rng.integers(0 if kind == "holes" else 1, min(nl, 5) + 1, nf)
+        if kind == "one-long":  # padding would more than double: CSR rows
+            lens[0] = nl
+        el = np.concatenate([rng.choice(nl, k, replace=False) for k in lens])
+        ef = np.repeat(np.arange(nf), lens)
+        if kind == "twice" and ef.size:
+            pick = rng.integers(0, ef.size, 3)
+            ef, el = np.concatenate([ef, ef[pick]]), np.concatenate([el, el[pick]])
+        order = rng.permutation(ef.size)
+        ef, el = ef[order], el[order]
+    # whole-number capacities make ties (several links saturating in a round)
+    if rng.random() < 0.5:
+        cap = rng.integers(1, 8, nl) * 10.0
+    else:
+        cap = rng.uniform(1.0, 100.0, nl)
+    load = cap * rng.uniform(0.0, 0.9, nl) if rng.random() < 0.3 else None
+    if load is not None and rng.random() < 0.3:
+        load[0] = cap[0]  # a link with nothing left
+    return ef, el, nf, cap, load
+
+
+@pytest.mark.parametrize("kind", ["even", "uneven", "holes", "one-long", "twice"])
+def test_rates_equal_plain_progressive_filling_bit_for_bit(kind):
+    rng = np.random.default_rng(["even", "uneven", "holes", "one-long", "twice"].index(kind))
+    for _ in range(60):
+        ef, el, nf, cap, load = _instance(rng, kind)
+        got = maxmin_rates(ef, el, nf, cap, load)
+        want = _reference(ef, el, nf, cap, load)
+        assert np.array_equal(got, want)
+
+
+def test_wide_flow_and_link_ids_use_the_64_bit_keys():
+    # 2**20 flow ids and 5,000 links do not pack into 32 bits
+    rng = np.random.default_rng(7)
+    nf, nl = 1 << 20, 5000
+    flows = rng.choice(nf, 3000, replace=False)
+    ef = np.repeat(flows, 3)
+    el = np.concatenate([rng.choice(nl, 3, replace=False) for _ in flows])
+    cap = rng.integers(1, 5, nl) * 1e9
+    got = maxmin_rates(ef, el, nf, cap)
+    assert np.array_equal(got, _reference(ef, el, nf, cap))
+    idle = np.ones(nf, dtype=bool)
+    idle[flows] = False
+    assert np.isinf(got[idle]).all() and np.isfinite(got[flows]).all()
