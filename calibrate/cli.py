@@ -131,9 +131,9 @@ def _only(args: argparse.Namespace, action: str, allowed: set[str]) -> None:
 def _threads(args: argparse.Namespace, device) -> int:
     import torch
 
-    n = args.threads or len(os.sched_getaffinity(0))
-    if n < 1:
-        raise ConfigError(None, "--threads", n, "must be >= 1")
+    n = args.threads if args.threads is not None else len(os.sched_getaffinity(0))
+    if n < 1:  # 0 is refused, not read as "the default"
+        raise ConfigError(None, "--threads", n, "must be >= 1", "an integer >= 1")
     if args.clock == "cpu" and (device.type != "cpu" or n != 1):
         raise ConfigError(
             None, "--clock", "cpu", "thread CPU time needs --device cpu and --threads 1"

@@ -511,7 +511,10 @@ def validate_live(
         raise ConfigError(str(p), "<root>", str(p), "is a folder, not a live-run file")
     try:
         return _validate_live(path, workdir, profile, network)
-    except (KeyError, TypeError, ValueError, AttributeError, IndexError, ZeroDivisionError) as exc:
+    except (
+        KeyError, TypeError, ValueError, AttributeError, IndexError, ZeroDivisionError,
+        StopIteration, OverflowError,  # a rank in no group of a collective; a huge number
+    ) as exc:  # fmt: skip
         raise ConfigError(
             str(p), "<root>", None, f"malformed live-run file ({type(exc).__name__}: {exc})"
         ) from None
