@@ -446,7 +446,9 @@ def build_parser() -> argparse.ArgumentParser:
         default="wall",
         help="cpu: thread CPU time, with --threads 1 (robust on a shared machine)",
     )
-    c.add_argument("--spec", help="spec profile of the measured device (for derive)")
+    c.add_argument(
+        "--spec", help="spec profile of the measured device (measure; derive takes --source-spec)"
+    )
     c.add_argument("--from", dest="source", help="measured profile to derive from (derive)")
     c.add_argument("--target", help="spec profile of the target device (derive)")
     c.add_argument("--source-spec", help="spec profile of the source device (derive)")

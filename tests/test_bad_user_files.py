@@ -225,3 +225,36 @@ def test_calibrate_threads_zero_is_refused_not_read_as_the_default(tmp_path, cap
     assert main(["calibrate", "measure", "--threads", "0", "--tiny", "--out", str(out)]) == 2
     assert "--threads" in _error(capsys)
     assert not out.exists()
+
+
+# ----------------------------------------------------------------------------- names and flags
+
+
+@pytest.mark.parametrize(
+    "argv, near",
+    [
+        (["run", "puhti6"], "puhti64"),
+        (["sweep", "whatif-nodez", "--set", "seed=1"], "whatif-nodes"),
+        (["spmv-table", "hsgd-graphchalenge"], "hsgd-graphchallenge"),
+    ],
+)
+def test_misspelt_scenario_name_gets_did_you_mean(tmp_path, capsys, monkeypatch, argv, near):
+    monkeypatch.chdir(tmp_path)
+    assert main(argv) == 2
+    line = _error(capsys)
+    assert "no such scenario file" in line and f"did you mean '{near}'" in line
+
+
+def test_derive_refuses_measures_spec_flag(tmp_path, capsys):
+    out = tmp_path / "d.json"
+    argv = ["calibrate", "derive", "--from", "h100-sxm-80gb-measured", "--target",
+            "v100-sxm2-32gb", "--out", str(out), "--spec", "h100-sxm"]  # fmt: skip
+    assert main(argv) == 2
+    assert "did you mean '--source-spec'" in _error(capsys)
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("flag", ["--batch", "--rounds"])
+def test_calibrate_check_refuses_zero(capsys, flag):
+    assert main(["calibrate", "check", "--profile", "v100-sxm2-32gb", flag, "0"]) == 2
+    assert f"{flag}: must be >= 1 (got 0)" in _error(capsys)
