@@ -258,3 +258,33 @@ def test_derive_refuses_measures_spec_flag(tmp_path, capsys):
 def test_calibrate_check_refuses_zero(capsys, flag):
     assert main(["calibrate", "check", "--profile", "v100-sxm2-32gb", flag, "0"]) == 2
     assert f"{flag}: must be >= 1 (got 0)" in _error(capsys)
+
+
+# ----------------------------------------------------------------------------- environment
+
+
+@pytest.mark.parametrize("text", ["abc", "-1", "0", "1.5"])
+def test_bad_max_input_bytes_env_is_an_error_not_an_import_crash(
+    tmp_path, capsys, monkeypatch, tiny, text
+):
+    from simcluster import inputs
+
+    monkeypatch.setenv("SIMCLUSTER_MAX_INPUT_BYTES", text)
+    limit, bad = inputs._max_bytes_from_env()
+    assert bad == text and limit == 32 * 2**20
+    monkeypatch.setattr(inputs, "_BAD_MAX_BYTES", bad)
+    assert main(["run", str(tiny), "--no-plots", "--out", str(tmp_path / "o")]) == 2
+    line = _error(capsys)
+    assert "$SIMCLUSTER_MAX_INPUT_BYTES" in line and repr(text) in line and "integer > 0" in line
+
+
+def test_partition_cache_dir_that_is_a_file_warns_and_keeps_the_result(tmp_path, capsys):
+    from simcluster.partition import partition_network
+    from simcluster.workload.radixnet import graph_challenge_radixnet
+
+    blocker = tmp_path / "cache"
+    blocker.write_text("the user's file\n")
+    part = partition_network(graph_challenge_radixnet(1024, 2), 2, "kahypar", cache_dir=blocker)
+    assert len(part.owners) == 3
+    assert "cannot cache the partition" in capsys.readouterr().err
+    assert blocker.read_text() == "the user's file\n"
