@@ -288,3 +288,65 @@ def test_partition_cache_dir_that_is_a_file_warns_and_keeps_the_result(tmp_path,
     assert len(part.owners) == 3
     assert "cannot cache the partition" in capsys.readouterr().err
     assert blocker.read_text() == "the user's file\n"
+
+
+# ----------------------------------------------------------------------------- reference files
+
+
+def _reference(tmp_path: Path, metric: dict) -> Path:
+    folder = tmp_path / "refs"
+    folder.mkdir()
+    doc = {
+        "paper": "X",
+        "source": "a test",
+        "description": "one case",
+        "cases": [
+            {
+                "id": "a",
+                "what": "throughput",
+                "source": "a test",
+                "scenario": str(ROOT / "scenarios/references/scenarios/anchor-resnet50.yaml"),
+                "metric": metric,
+                "reference": 367,
+                "unit": "samples/s",
+                "confidence": "medium",
+            }
+        ],
+    }
+    (folder / "x.yaml").write_text(yaml.safe_dump(doc))
+    return folder
+
+
+def test_reference_metric_with_an_empty_name_is_refused_before_any_run(tmp_path, capsys):
+    sel = {"schedule": "ddp", "gpus": 1}
+    folder = _reference(tmp_path, {"kind": "ratio", "num": sel, "den": sel, "value": ""})
+    argv = ["validate", "--references", str(folder), "--out", str(tmp_path / "v"), "--no-plot"]
+    assert main(argv) == 2  # was: AttributeError 'NoneType' object has no attribute 'split'
+    line = _error(capsys)
+    assert str(folder / "x.yaml") in line and "cases[0].metric" in line and "field or value" in line
+
+
+def test_reference_metric_misspelt_schedule_or_field_gets_did_you_mean():
+    from simcluster.validation.cases import Select
+    from simcluster.validation.metrics import MetricError, find_record, read_metric
+
+    records = [{"schedule": "ddp", "gpus": 1, "throughput_samples_per_s": 2.0}]
+    with pytest.raises(MetricError, match="did you mean 'ddp'"):
+        find_record(records, Select(schedule="dp", gpus=1))
+    from simcluster.validation.cases import Metric
+
+    m = Metric(kind="field", schedule="ddp", gpus=1, field="throughput_samples_per_sx")
+    with pytest.raises(MetricError, match="did you mean 'throughput_samples_per_s'"):
+        read_metric(m, records)
+
+
+def test_live_run_with_a_non_ascii_pattern_name_validates(tmp_path, capsys):
+    data = json.loads(LIVE.read_text())
+    cfg = data["config"]
+    cfg["patterns"] = ["dp ü" if p == "ddp" else p for p in cfg["patterns"]]
+    for r in data["ranks"]:
+        r["patterns"]["dp ü"] = r["patterns"].pop("ddp")
+    p = tmp_path / "live.json"
+    p.write_text(json.dumps(data))
+    # was: pydantic ValidationError (a case id built from the names)
+    assert main(["validate", "--live", str(p), "--out", str(tmp_path / "v"), "--no-plot"]) == 0

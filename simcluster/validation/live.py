@@ -174,12 +174,14 @@ class LiveReport:
         out = []
         paper = f"live {Path(self.file).stem}"
         for p in self.scored():
+            # the names come from the user's file: an id holds only [A-Za-z0-9_.-]
+            ident = re.sub(r"[^A-Za-z0-9_.-]", "_", f"{Path(self.file).stem}-{p.pattern}-{p.phase}")
             case = Case(
-                id=f"live-{Path(self.file).stem}-{p.pattern}-{p.phase}",
+                id=f"live-{ident}",
                 what=f"{p.pattern}: {p.phase} seconds per iteration",
                 source=self.file,
                 scenario="calibrate/live",
-                metric=Metric(kind="field", schedule=p.pattern, field=p.phase),
+                metric=Metric(kind="field", schedule=str(p.pattern), field=str(p.phase)),
                 reference=p.measured if p.measured else 1e-12,
                 unit="s",
                 confidence="high",
