@@ -350,3 +350,11 @@ def test_live_run_with_a_non_ascii_pattern_name_validates(tmp_path, capsys):
     p.write_text(json.dumps(data))
     # was: pydantic ValidationError (a case id built from the names)
     assert main(["validate", "--live", str(p), "--out", str(tmp_path / "v"), "--no-plot"]) == 0
+
+
+def test_calibrate_gloo_refuses_a_huge_process_count(tmp_path, capsys):
+    out = tmp_path / "g.json"
+    assert main(["calibrate", "gloo", "--nproc", "2,100000", "--out", str(out)]) == 2
+    line = _error(capsys)
+    assert "--nproc" in line and "100000" in line and "4 per CPU" in line
+    assert not out.exists()
