@@ -358,3 +358,15 @@ def test_calibrate_gloo_refuses_a_huge_process_count(tmp_path, capsys):
     line = _error(capsys)
     assert "--nproc" in line and "100000" in line and "4 per CPU" in line
     assert not out.exists()
+
+
+def test_live_run_whose_ranks_call_different_collectives(tmp_path, capsys):
+    data = json.loads(LIVE.read_text())
+    ops = data["ranks"][0]["patterns"]["ddp"]["ops"][0]
+    next(o for o in ops if o["kind"] != "compute")["phase"] = "renamed"
+    p = tmp_path / "live.json"
+    p.write_text(json.dumps(data))
+    # was: SimulationError traceback (the engine found collectives waiting forever)
+    assert main(["validate", "--live", str(p), "--out", str(tmp_path / "v"), "--no-plot"]) == 2
+    line = _error(capsys)
+    assert str(p) in line and "collective calls do not match" in line

@@ -511,8 +511,16 @@ def validate_live(
     p = Path(path)
     if p.is_dir():
         raise ConfigError(str(p), "<root>", str(p), "is a folder, not a live-run file")
+    from simcluster.engine import SimulationError
+
     try:
         return _validate_live(path, workdir, profile, network)
+    except SimulationError as exc:  # the ranks' recorded collective calls do not pair up
+        raise ConfigError(
+            str(p), "ranks[*].patterns.*.ops", None,
+            f"the ranks' collective calls do not match one another ({str(exc)[:160]})",
+            "ops as calibrate.live records them: every rank of a group calls each collective",
+        ) from None  # fmt: skip
     except (
         KeyError, TypeError, ValueError, AttributeError, IndexError, ZeroDivisionError,
         StopIteration, OverflowError,  # a rank in no group of a collective; a huge number
