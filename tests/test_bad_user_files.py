@@ -371,3 +371,13 @@ def test_live_run_whose_ranks_call_different_collectives(tmp_path, capsys):
     assert main(["validate", "--live", str(p), "--out", str(tmp_path / "v"), "--no-plot"]) == 2
     line = _error(capsys)
     assert str(p) in line and "collective calls do not match" in line
+
+
+def test_node_of_more_than_1024_ranks_is_refused_before_routing(tmp_path, capsys):
+    topo = yaml.safe_load((ROOT / "topologies" / "ceta-ciemat.yaml").read_text())
+    topo["node"]["gpus"] = 4000  # was: accepted, 77 s routing 16 million rank pairs
+    p = tmp_path / "t.yaml"
+    p.write_text(yaml.safe_dump(topo))
+    assert main(["topo", str(p), "--no-png"]) == 2
+    line = _error(capsys)
+    assert str(p) in line and "node.gpus" in line and "4000" in line and "1024" in line

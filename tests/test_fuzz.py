@@ -73,7 +73,7 @@ def test_every_kind_has_shipped_bases():
 
 
 @pytest.mark.parametrize(
-    "kind, examples", [("trace", 15), ("nccl_log", 3), ("live", 5), ("references", 3)]
+    "kind, examples", [("trace", 6), ("nccl_log", 2), ("live", 4), ("references", 2)]
 )
 def test_mutated_user_files_run_or_fail_cleanly(kind, examples, tmp_path):
     """Traces, nccl-tests logs, live runs and reference files: few examples each (a log
