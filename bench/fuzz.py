@@ -20,11 +20,19 @@ garbage, a number, "..", "/proc/x" or 10,000 characters; a mapping loses a key,
 gains an unknown one or gets a misspelt one; a list is emptied, doubled or
 nested 100 deep. Some inputs are broken at the byte level instead: a non-UTF-8
 byte, a cut, a repeated key, 1,000-deep nesting, a billion-laughs bomb.
+The other inputs a user hands over are mutated too: recorded live runs
+(``validate --live``), reference-case files (``validate --references``, first case
+only), PyTorch Kineto traces (a small hand-made one, through ``trace-summary`` and a
+scenario's ``workload.trace``) and nccl-tests logs (``calibrate nccl-tests``: a
+token of a data row becomes nan, -1, 1e999, N/A, ...; a line dropped, repeated or
+swapped; the column header lost; CRLF line ends). A log that fits must write a
+network profile that loads again.
 Shipped scenarios run at their smallest study size (at most 2 nodes; sparse
 DNNs at most 8 layers) so that a valid mutant simulates in about a second.
 
     python bench/fuzz.py --count 1000 --seed 0        # summary table, exit 1 on any finding
     python bench/fuzz.py --count 50 --kinds topology --verbose
+    python bench/fuzz.py --count 100 --kinds trace,nccl_log,live,references
 
 The property tests in ``tests/test_fuzz.py`` run the same mutations under
 hypothesis with a small example budget.
@@ -53,7 +61,17 @@ if str(ROOT) not in sys.path:
 
 import yaml  # noqa: E402
 
-KINDS = ("scenario", "topology", "device_profile", "network_profile", "cli")
+KINDS = (
+    "scenario",
+    "topology",
+    "device_profile",
+    "network_profile",
+    "trace",
+    "nccl_log",
+    "live",
+    "references",
+    "cli",
+)
 
 #: a small valid scenario the topology and profile mutants are run under
 TINY = {
@@ -69,7 +87,12 @@ TINY = {
 
 def shipped(kind: str) -> list[Path]:
     """The shipped files of one kind."""
-    from simcluster.paths import network_profiles_dir, profiles_dir, topologies_dir
+    from simcluster.paths import (
+        network_profiles_dir,
+        profiles_dir,
+        references_dir,
+        topologies_dir,
+    )
 
     if kind == "scenario":
         return sorted((ROOT / "scenarios").glob("*.yaml"))
@@ -79,7 +102,77 @@ def shipped(kind: str) -> list[Path]:
         return sorted(profiles_dir().glob("*.json"))
     if kind == "network_profile":
         return sorted(network_profiles_dir().glob("*.json"))
+    if kind == "trace":
+        return [Path("<hand-made Kineto trace>")]  # built by synthetic_trace()
+    if kind == "nccl_log":
+        return sorted((ROOT / "tests" / "data").glob("*.log"))
+    if kind == "live":
+        return sorted((references_dir() / "live").glob("*.json"))
+    if kind == "references":
+        return sorted(references_dir().glob("*.yaml"))
     raise ValueError(kind)
+
+
+def synthetic_trace() -> dict[str, Any]:
+    """A small Kineto trace by hand: two layers on a GPU, forward, backward, a gradient."""
+
+    def op(name, ts, dur, tid=1, **args):
+        return {"ph": "X", "cat": "cpu_op", "name": name, "ts": ts, "dur": dur, "tid": tid,
+                "args": args}  # fmt: skip
+
+    def kernel(ext, ts, dur):
+        return {"ph": "X", "cat": "kernel", "name": "k", "ts": ts, "dur": dur, "tid": 7,
+                "args": {"External id": ext}}  # fmt: skip
+
+    bwd = "autograd::engine::evaluate_function: "
+    events = [
+        op("aten::linear", 0, 10, **{"Sequence number": 5, "External id": 1,
+                                     "Input Dims": [[4, 8], [16, 8], [16]]}),
+        op("aten::relu", 20, 5, **{"Sequence number": 6, "External id": 2}),
+        op(bwd + "ReluBackward0", 40, 5, tid=2, **{"Sequence number": 6}),
+        op("aten::threshold_backward", 41, 3, tid=2, **{"External id": 3}),
+        op(bwd + "AddmmBackward0", 50, 8, tid=2, **{"Sequence number": 5}),
+        op("aten::mm", 51, 6, tid=2, **{"External id": 4}),
+        op(bwd + "torch::autograd::AccumulateGrad", 60, 2, tid=2),
+        op("torch::autograd::AccumulateGrad", 60.5, 1, tid=2, **{"Input Dims": [[16, 8]]}),
+        kernel(1, 100, 300.0), kernel(2, 400, 20.0), kernel(3, 500, 40.0),
+        kernel(4, 600, 500.0),
+    ]  # fmt: skip
+    return {"schemaVersion": 1, "traceEvents": events,
+            "deviceProperties": [{"name": "NVIDIA H100"}]}  # fmt: skip
+
+
+_LOG_TOKENS = ["nan", "-1", "inf", "1e999", "N/A", "0", "x", "-0", "9" * 400, "1,5", "0x10"]
+
+
+def mutate_log(rng: random.Random, text: str) -> str:
+    """A line-level breakage of an nccl-tests log (a data row's token, a line, the header)."""
+    lines = text.splitlines()
+    data = [i for i, ln in enumerate(lines) if ln.strip()[:1].isdigit()]
+    op = rng.choice(["token", "token", "token", "drop", "dup", "swap", "header", "crlf", "rank"])
+    if op == "token" and data:
+        i = rng.choice(data)
+        tok = lines[i].split()
+        tok[rng.randrange(len(tok))] = rng.choice(_LOG_TOKENS)
+        lines[i] = "  ".join(tok)
+    elif op == "drop" and lines:
+        lines.pop(rng.randrange(len(lines)))
+    elif op == "dup" and lines:
+        i = rng.randrange(len(lines))
+        lines.insert(i, lines[i])
+    elif op == "swap" and len(lines) > 1:
+        i, j = rng.sample(range(len(lines)), 2)
+        lines[i], lines[j] = lines[j], lines[i]
+    elif op == "header":
+        lines = [ln for ln in lines if "size" not in ln or "count" not in ln]
+    elif op == "crlf":
+        return "\r\n".join(lines) + "\r\n"
+    elif op == "rank":
+        ranks = [i for i, ln in enumerate(lines) if ln.startswith("#  Rank")]
+        if ranks:
+            i = rng.choice(ranks)
+            lines[i] = rng.choice(["#  Rank", lines[i].replace(" on ", " on  "), lines[i] + " x"])
+    return "\n".join(lines) + "\n"
 
 
 def _small(data: dict[str, Any]) -> dict[str, Any]:
@@ -292,6 +385,14 @@ def _bad_numbers(path: Path) -> str | None:
     """The first non-finite or negative time in a results.json (None if sane)."""
     from simcluster.report.sanity import check_records
 
+    if path.name == "fitted.json":  # calibrate nccl-tests: the profile must load again
+        from simcluster.compute import load_network_profile
+
+        try:
+            load_network_profile(str(path))
+        except Exception as exc:  # noqa: BLE001
+            return str(exc)[:200]
+        return None
     try:
         data = json.loads(path.read_text(), parse_constant=lambda c: float(c.lower()))
         check_records(data.get("results", []))
@@ -334,6 +435,8 @@ def make_input(kind: str, rng: random.Random, workdir: Path) -> tuple[list[str],
     out = workdir / "out"
     if kind == "cli":
         return _cli_line(rng, workdir)
+    if kind in ("trace", "nccl_log", "live", "references"):
+        return _user_file(kind, rng, workdir)
     files = shipped(kind)
     src = rng.choice(files)
     suffix = src.suffix
@@ -364,6 +467,69 @@ def make_input(kind: str, rng: random.Random, workdir: Path) -> tuple[list[str],
         scenario.write_text(yaml.safe_dump(sc))
     argv = ["run", str(scenario), "--no-plots", "--out", str(out)]
     return argv, out / "results.json", desc
+
+
+def _user_file(kind: str, rng: random.Random, workdir: Path) -> tuple[list[str], Path | None, str]:
+    """A mutated trace, nccl-tests log, live-run file or reference file and its command."""
+    out = workdir / "out"
+    if kind == "nccl_log":
+        src = rng.choice(shipped(kind))
+        target = workdir / src.name  # the op is read from the header or the file name
+        if rng.random() < 0.15:
+            target.write_bytes(mutate_bytes(rng, src.read_text(), ".log"))
+            desc = f"{src.name} (bytes)"
+        else:
+            target.write_text(mutate_log(rng, src.read_text()))
+            desc = f"{src.name} (lines)"
+        argv = ["calibrate", "nccl-tests", str(target), "--out", str(out / "fitted.json")]
+        return argv, out / "fitted.json", desc
+    if kind == "trace":
+        src_name, suffix, base = "trace", ".json", synthetic_trace()
+    else:
+        src = rng.choice(shipped(kind))
+        src_name, suffix = src.name, src.suffix
+        if suffix == ".json":
+            base = json.loads(src.read_text())
+        else:
+            base = yaml.safe_load(src.read_text())
+            base["cases"] = base.get("cases", [])[:1]  # one case: a second or so
+            for case in base["cases"]:
+                if isinstance(case.get("scenario"), str) and (ROOT / case["scenario"]).exists():
+                    case["scenario"] = str(ROOT / case["scenario"])
+    n = 1 if rng.random() < 0.7 else rng.randint(2, 4)
+    if kind == "references":
+        target = workdir / "refs" / f"input{suffix}"
+        target.parent.mkdir()
+    else:
+        target = workdir / f"input{suffix}"
+    if rng.random() < 0.12:
+        target.write_bytes(mutate_bytes(rng, dump(base, suffix), suffix))
+        desc = f"{src_name} (bytes)"
+    else:
+        try:
+            target.write_text(dump(mutate_doc(rng, base, n), suffix))
+        except (ValueError, TypeError, RecursionError):
+            target.write_text(dump(base, suffix))
+        desc = f"{src_name} ({n} field(s))"
+    if kind == "live":
+        return ["validate", "--live", str(target), "--out", str(out), "--no-plot"], None, desc
+    if kind == "references":
+        argv = ["validate", "--references", str(target.parent), "--out", str(out), "--no-plot"]
+        return argv, None, desc
+    if rng.random() < 0.5:
+        return ["trace-summary", str(target)], None, desc + " trace-summary"
+    sc = {
+        "name": "fuzz-trace",
+        "topology": "localhost",
+        "profile": "cpu-xeon-1core",
+        "network_profile": "gloo-localhost",
+        "workload": {"trace": str(target), "batch_per_gpu": 4, "dataset_size": 64},
+        "schedules": [{"name": "ddp"}],
+        "study": {"gpus": [2]},
+    }
+    scenario = workdir / "scenario.yaml"
+    scenario.write_text(yaml.safe_dump(sc))
+    return ["run", str(scenario), "--no-plots", "--out", str(out)], out / "results.json", desc
 
 
 def _two_nodes(topology: Path) -> int:
@@ -420,6 +586,20 @@ def _cli_line(rng: random.Random, workdir: Path) -> tuple[list[str], Path | None
         ["spmv-table", w],
         ["calibrate", "derive", "--from", w, "--target", "v100-sxm2-32gb", "--out", out],
         ["calibrate", "check", "--profile", w],
+        ["calibrate", "nccl-tests", w, "--out", out + ".json"],
+        ["calibrate", "nccl-tests", str(ROOT / "tests/data/all_reduce_2x_dgx_a100.log"),
+         "--base-profile", w, "--out", out + ".json"],
+        ["calibrate", "gloo", "--nproc", w, "--out", out + ".json"],
+        ["trace-summary", w],
+        ["nccl-tests", "--topology", "dgx-a100", "-b", w, "-e", "8M"],
+        ["nccl-tests", "--topology", "dgx-a100", "-b", "8", "-e", w],
+        ["nccl-tests", "--topology", "dgx-a100", "-f", w],
+        ["nccl-tests", "--topology", "dgx-a100", "--nodes", w],
+        ["nccl-tests", "--topology", "dgx-a100", "-g", w, "--profile", "a100-80gb-sxm"],
+        ["nccl-tests", "--topology", "dgx-a100", "--algo", w],
+        ["nccl-tests", "--topology", "dgx-a100", "--proto", w],
+        ["nccl-tests", "--topology", w],
+        ["nccl-tests", "--topology", "dgx-a100", "--network-profile", w],
         [w],
     ]  # fmt: skip
     if rng.random() < 0.15:  # --resume over a damaged points.csv / points.keys

@@ -131,9 +131,9 @@ def _only(args: argparse.Namespace, action: str, allowed: set[str]) -> None:
 def _threads(args: argparse.Namespace, device) -> int:
     import torch
 
-    n = args.threads or len(os.sched_getaffinity(0))
-    if n < 1:
-        raise ConfigError(None, "--threads", n, "must be >= 1")
+    n = args.threads if args.threads is not None else len(os.sched_getaffinity(0))
+    if n < 1:  # 0 is refused, not read as "the default"
+        raise ConfigError(None, "--threads", n, "must be >= 1", "an integer >= 1")
     if args.clock == "cpu" and (device.type != "cpu" or n != 1):
         raise ConfigError(
             None, "--clock", "cpu", "thread CPU time needs --device cpu and --threads 1"
@@ -269,6 +269,11 @@ def cmd_measure(args: argparse.Namespace) -> int:
 
 def cmd_derive(args: argparse.Namespace) -> int:
     _only(args, "derive", {"source", "target", "source_spec"})
+    if getattr(args, "spec", None) is not None:  # measure's option: derive would ignore it
+        raise ConfigError(
+            None, "--spec", args.spec, "not an option of `calibrate derive`",
+            "--from, --target, --source-spec, --out, --name, --force", ["--source-spec"],
+        )  # fmt: skip
     for f, flag in (("source", "--from"), ("target", "--target"), ("out", "--out")):
         if not getattr(args, f):
             raise ConfigError(
@@ -307,6 +312,10 @@ def cmd_check(args: argparse.Namespace) -> int:
     from simcluster.compute import load_profile
     from simcluster.workload import build_model
 
+    if args.batch < 1:
+        raise ConfigError(None, "--batch", args.batch, "must be >= 1", "an integer >= 1")
+    if args.rounds is not None and args.rounds < 1:  # 0 is refused, not read as the default
+        raise ConfigError(None, "--rounds", args.rounds, "must be >= 1", "an integer >= 1")
     profile = load_profile(args.profile)
     model_name = args.model or "resnet18-cifar"
     model = build_model(model_name)

@@ -156,6 +156,7 @@ def parse_log(path: str | Path, op: str | None = None) -> NcclLog:
             ) from None  # fmt: skip
         if len(tok) < need:
             raise ConfigError(str(p), f"line {i}", s[:60], "truncated data row")
+        _check_row(str(p), i, t_us, algbw, busbw, [tok[j] for j in (k + 3, k + 7) if j < len(tok)])
         rows.append(
             {"size": size, "count": count, "redop": tok[3], "root": root,
              "time_us": t_us, "algbw": algbw, "busbw": busbw}
@@ -185,6 +186,25 @@ def parse_log(path: str | Path, op: str | None = None) -> NcclLog:
         )  # fmt: skip
     hosts = list(dict.fromkeys(ranks[r] for r in sorted(ranks)))
     return NcclLog(str(p), found_op, len(ranks), hosts, version, rows)
+
+
+def _check_row(
+    file: str, i: int, t_us: float, algbw: float, busbw: float, wrong: list[str]
+) -> None:
+    """Refuse a data row whose time (us) is not finite and > 0, whose bandwidths (GB/s) are
+    not finite and >= 0, or whose ``#wrong`` column counts wrong results (a broken run)."""
+    if not (math.isfinite(t_us) and t_us > 0):
+        raise ConfigError(file, f"line {i}: time", t_us, "not a time", "a finite number of us > 0")
+    for name, v in (("algbw", algbw), ("busbw", busbw)):
+        if not (math.isfinite(v) and v >= 0):
+            raise ConfigError(file, f"line {i}: {name}", v, "not a bandwidth", "GB/s >= 0")
+    for w in wrong:
+        if w.isdigit() and int(w) > 0:
+            raise ConfigError(
+                file, f"line {i}: #wrong", int(w),
+                "nccl-tests counted wrong results: the run is broken, its times are no measurement",
+                "0 (or N/A with -c 0)",
+            )  # fmt: skip
 
 
 def _infer_op(rows: list[dict[str, float]], n: int) -> str | None:
@@ -445,8 +465,7 @@ def fit_profile(logs: list[NcclLog], topology: str, base: dict, name: str) -> di
 
 def run(args) -> int:
     """CLI entry: parse the logs, fit, write ``--out``; prints a short summary."""
-    from simcluster.compute import load_network_profile  # noqa: F401 - checks the name
-    from simcluster.paths import network_profiles_dir
+    from simcluster.compute import load_network_profile
 
     logs_in = list(getattr(args, "logs", None) or [])
     if not logs_in:
@@ -463,10 +482,8 @@ def run(args) -> int:
 
     load_topology(topology, num_nodes=1)  # a bad name stops here with exit 2
     base_name = getattr(args, "base_profile", None) or "nccl-spec"
-    base_path = Path(base_name)
-    if not base_path.exists():
-        base_path = network_profiles_dir() / f"{base_name}.json"
-    load_network_profile(str(base_path))
+    # by name or path; a misspelt name gets "did you mean" from the loader
+    base_path = Path(load_network_profile(base_name).file)
     base = json.loads(base_path.read_text())
     logs = [parse_log(p) for p in logs_in]
     prof = fit_profile(logs, topology, base, args.name or out.stem)

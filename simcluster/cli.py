@@ -285,6 +285,15 @@ def _calibrate_gloo(args: argparse.Namespace) -> int:
         counts = []
     if not counts or any(n < 2 for n in counts):
         raise ConfigError(None, "--nproc", nproc, "not a comma list of integers >= 2", "2,4,8")
+    import os
+
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    limit = max(8, 4 * (cpus or 1))  # each count starts that many processes on this host
+    if max(counts) > limit:
+        raise ConfigError(
+            None, "--nproc", nproc, f"{max(counts)} processes on this host of {cpus} CPUs",
+            f"integers 2..{limit} (4 per CPU)",
+        )  # fmt: skip
     try:
         from simcluster.calibrate import gloo as cal_gloo
     except ModuleNotFoundError:
@@ -446,7 +455,9 @@ def build_parser() -> argparse.ArgumentParser:
         default="wall",
         help="cpu: thread CPU time, with --threads 1 (robust on a shared machine)",
     )
-    c.add_argument("--spec", help="spec profile of the measured device (for derive)")
+    c.add_argument(
+        "--spec", help="spec profile of the measured device (measure; derive takes --source-spec)"
+    )
     c.add_argument("--from", dest="source", help="measured profile to derive from (derive)")
     c.add_argument("--target", help="spec profile of the target device (derive)")
     c.add_argument("--source-spec", help="spec profile of the source device (derive)")

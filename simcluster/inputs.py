@@ -46,8 +46,32 @@ __all__ = [
     "check_tree",
 ]
 
+
+def _max_bytes_from_env(default: int = 32 * 2**20) -> tuple[int, str | None]:
+    """(limit, None), or (default, the bad text) when $SIMCLUSTER_MAX_INPUT_BYTES is not an
+    integer > 0: the first read then reports it (an import must not raise)."""
+    text = os.environ.get("SIMCLUSTER_MAX_INPUT_BYTES")
+    if text is None:
+        return default, None
+    try:
+        value = int(text.strip())
+    except ValueError:
+        return default, text
+    return (value, None) if value > 0 else (default, text)
+
+
 #: largest input file read, bytes (override: SIMCLUSTER_MAX_INPUT_BYTES)
-MAX_BYTES = int(os.environ.get("SIMCLUSTER_MAX_INPUT_BYTES", 32 * 2**20))
+MAX_BYTES, _BAD_MAX_BYTES = _max_bytes_from_env()
+
+
+def _check_env() -> None:
+    if _BAD_MAX_BYTES is not None:
+        raise ConfigError(
+            None, "$SIMCLUSTER_MAX_INPUT_BYTES", _BAD_MAX_BYTES, "not a number of bytes",
+            "an integer > 0, e.g. 33554432 (unset: 32 MiB)",
+        )  # fmt: skip
+
+
 #: deepest nesting of mappings and lists
 MAX_DEPTH = 64
 #: most values a document may hold once its YAML aliases are expanded
@@ -94,6 +118,7 @@ def _where(mark: Any) -> str:
 
 def read_text(path: str | Path, what: str = "file") -> str:
     """The text of ``path``: UTF-8, at most :data:`MAX_BYTES`; errors are ConfigErrors."""
+    _check_env()
     p = Path(path)
     file = str(p)
     try:

@@ -88,6 +88,20 @@ def list_scenarios() -> list[str]:
     return sorted({p.stem for d in scenario_dirs() if d.is_dir() for p in d.glob("*.yaml")})
 
 
+def no_such_scenario(path: str | Path) -> str:
+    """The one-line error for a scenario that is not there, with "did you mean" when a
+    bare name is a near miss of a scenario on the search path."""
+    from simcluster.errors import did_you_mean
+
+    p = Path(path)
+    msg = f"{p}: no such scenario file"
+    if len(p.parts) == 1 and p.suffix not in (".yaml", ".yml"):
+        near = did_you_mean(p.name, list_scenarios())
+        if near:
+            msg += "; did you mean " + " or ".join(repr(n) for n in near) + "?"
+    return msg
+
+
 def find_scenario(name_or_path: str | Path) -> Path:
     """A scenario file: the path as given when it exists, else ``<name>.yaml`` on the
     search path (so ``simcluster run puhti64`` works from any folder). Returns the

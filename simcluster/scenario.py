@@ -173,7 +173,9 @@ def _read_yaml(path: Path) -> Any:
     from simcluster.inputs import load_yaml
 
     if not path.exists():
-        raise UserError(f"{path}: no such scenario file")
+        from simcluster.paths import no_such_scenario
+
+        raise UserError(no_such_scenario(path))
     return load_yaml(path, "scenario file")
 
 

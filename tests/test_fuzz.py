@@ -70,3 +70,18 @@ def test_mutated_command_lines_run_or_fail_cleanly(seed, tmp_path):
 def test_every_kind_has_shipped_bases():
     for kind in fuzz.KINDS[:-1]:
         assert fuzz.shipped(kind), kind
+
+
+@pytest.mark.parametrize(
+    "kind, examples", [("trace", 6), ("nccl_log", 2), ("live", 4), ("references", 2)]
+)
+def test_mutated_user_files_run_or_fail_cleanly(kind, examples, tmp_path):
+    """Traces, nccl-tests logs, live runs and reference files: few examples each (a log
+    fit or a reference case takes seconds); bench/fuzz.py runs hundreds."""
+
+    @settings(PROPERTY, max_examples=examples)
+    @given(seed=st.integers(0, 2**32))
+    def check(seed):
+        _check(kind, seed, tmp_path)
+
+    check()

@@ -344,5 +344,13 @@ def partition_network(
         line(f"partitioning {label} ({time.perf_counter() - t_start:.1f} s)")
     line.clear()
     if path is not None:
-        _save(path, owners, phase_s, cut)
+        try:
+            _save(path, owners, phase_s, cut)
+        except OSError as exc:  # $SIMCLUSTER_CACHE_DIR names a file, a read-only folder, ...
+            print(
+                f"simcluster: warning: cannot cache the partition in {path.parent} "
+                f"({exc.strerror or exc}); it is used uncached. Set SIMCLUSTER_CACHE_DIR "
+                "to a writable folder.",
+                file=sys.stderr,
+            )
     return result(owners, phase_s, cut, cached=False)

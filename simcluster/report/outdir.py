@@ -11,6 +11,9 @@
   this run did not write (stale plots), and never touches any other file. A
   folder written before manifests existed that holds an output file this run
   will not rewrite is refused instead (the user removes it or picks ``--out``).
+  A folder with no manifest that already holds a file of the name this run would
+  write (the user's own ``results.csv``) is refused too: nothing the user wrote
+  is overwritten without asking.
 """
 
 from __future__ import annotations
@@ -58,10 +61,17 @@ class RunOutputs:
     run will write.
     """
 
-    def __init__(self, folder: Path, known: Iterable[str], planned: Iterable[str]) -> None:
+    def __init__(
+        self,
+        folder: Path,
+        known: Iterable[str],
+        planned: Iterable[str],
+        reused: Iterable[str] = (),
+    ) -> None:
         self.folder = folder
         self.known = set(known)
         self.planned = set(planned)
+        self.reused = set(reused)  # files this run reads back (sweep --resume's points)
         self.previous = self._read_manifest()
 
     def _read_manifest(self) -> set[str] | None:
@@ -79,6 +89,15 @@ class RunOutputs:
         """Refuse a folder from before manifests that holds outputs this run won't rewrite."""
         if self.previous is not None:
             return
+        theirs = sorted(
+            n for n in self.planned - self.reused if (self.folder / n).exists()
+        )  # no manifest: no simcluster run wrote them
+        if theirs:
+            raise UserError(
+                f"{self.folder}: already holds {', '.join(theirs)}, not written by a simcluster "
+                "run into this folder (no .simcluster-outputs); this run would overwrite "
+                "it: move it away or choose another --out"
+            )
         stale = sorted(n for n in self.known - self.planned if (self.folder / n).exists())
         if stale:
             raise UserError(

@@ -50,7 +50,12 @@ def run(args: argparse.Namespace) -> int:
     heatmaps = [f"heatmap-{m}.png" for m in METRICS]
     plots = [] if args.no_plots else ["sweep.png"] if len(axes) == 1 else heatmaps
     data = ["points.csv", "points.keys", "sweep.json"]
-    outputs = RunOutputs(out, known=[*data, "sweep.png", *heatmaps], planned=[*data, *plots])
+    outputs = RunOutputs(
+        out,
+        known=[*data, "sweep.png", *heatmaps],
+        planned=[*data, *plots],
+        reused=["points.csv", "points.keys"] if args.resume else [],
+    )
     outputs.check()
     result = run_sweep(
         find_scenario(args.scenario),

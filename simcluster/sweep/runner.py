@@ -222,7 +222,9 @@ def load_base(scenario_path: str | Path) -> dict[str, Any]:
     """The scenario file as a mapping (checked as a whole by materialize later)."""
     p = Path(scenario_path)
     if not p.exists():
-        raise UserError(f"{p}: no such scenario file")
+        from simcluster.paths import no_such_scenario
+
+        raise UserError(no_such_scenario(p))
     data = load_yaml(p, "scenario file")
     if not isinstance(data, dict):
         raise ConfigError(str(p), "<root>", type(data).__name__, "a scenario is a mapping")

@@ -116,8 +116,8 @@ class Metric(StrictModel):
             "collective": ("op", "nbytes", "gpus"),
             "nccl_tests": ("nccl_op", "nbytes", "gpus", "value"),
         }[self.kind]
-        missing = [k for k in need if getattr(self, k) is None]
-        if self.kind == "ratio" and self.field is None and self.value is None:
+        missing = [k for k in need if getattr(self, k) in (None, "")]  # "" names nothing
+        if self.kind == "ratio" and not self.field and not self.value:
             missing.append("field or value")
         if missing:
             raise ValueError(f"metric kind {self.kind!r} needs {', '.join(missing)}")

@@ -6,7 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
-from simcluster.errors import ConfigError
+from simcluster.errors import ConfigError, did_you_mean
 
 __all__ = ["add_arguments", "run"]
 
@@ -53,6 +53,15 @@ def run(args: argparse.Namespace) -> int:
     from simcluster.report.outdir import prepare_output_dir
 
     out = prepare_output_dir(args.out or Path("results") / "validate")  # before any case runs
+    from simcluster.report.outdir import RunOutputs
+
+    # a folder of the user's own with a validation.json is refused, not overwritten
+    outputs = RunOutputs(
+        out,
+        known=["validation.json", "scatter.png"],
+        planned=["validation.json", *([] if args.no_plot else ["scatter.png"])],
+    )
+    outputs.check()
     results = []
     live_reports = []
     if args.live:
@@ -64,7 +73,10 @@ def run(args: argparse.Namespace) -> int:
                 names = [f.paper for f in files]
                 files = [f for f in files if f.paper.lower() == args.paper.lower()]
                 if not files:
-                    raise ConfigError(None, "--paper", args.paper, "no such paper", names)
+                    raise ConfigError(
+                        None, "--paper", args.paper, "no such paper", names,
+                        did_you_mean(args.paper, names),
+                    )  # fmt: skip
             results += run_cases(files, progress=ProgressBar(), jobs=args.jobs)
         if args.which in ("live", "all"):
             folder = (
@@ -90,6 +102,7 @@ def run(args: argparse.Namespace) -> int:
         plotted = plot_scatter(
             out / "scatter.png", results, "simcluster predictions vs measurements"
         )
+    outputs.finish()
     if args.json:
         print(json.dumps(payload, indent=2, default=str))
         return 0

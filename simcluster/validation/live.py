@@ -177,12 +177,14 @@ class LiveReport:
         out = []
         paper = f"live {Path(self.file).stem}"
         for p in self.scored():
+            # the names come from the user's file: an id holds only [A-Za-z0-9_.-]
+            ident = re.sub(r"[^A-Za-z0-9_.-]", "_", f"{Path(self.file).stem}-{p.pattern}-{p.phase}")
             case = Case(
-                id=f"live-{Path(self.file).stem}-{p.pattern}-{p.phase}",
+                id=f"live-{ident}",
                 what=f"{p.pattern}: {p.phase} seconds per iteration",
                 source=self.file,
                 scenario="calibrate/live",
-                metric=Metric(kind="field", schedule=p.pattern, field=p.phase),
+                metric=Metric(kind="field", schedule=str(p.pattern), field=str(p.phase)),
                 reference=p.measured if p.measured else 1e-12,
                 unit="s",
                 confidence="high",
@@ -512,9 +514,20 @@ def validate_live(
     p = Path(path)
     if p.is_dir():
         raise ConfigError(str(p), "<root>", str(p), "is a folder, not a live-run file")
+    from simcluster.engine import SimulationError
+
     try:
         return _validate_live(path, workdir, profile, network)
-    except (KeyError, TypeError, ValueError, AttributeError, IndexError, ZeroDivisionError) as exc:
+    except SimulationError as exc:  # the ranks' recorded collective calls do not pair up
+        raise ConfigError(
+            str(p), "ranks[*].patterns.*.ops", None,
+            f"the ranks' collective calls do not match one another ({str(exc)[:160]})",
+            "ops as calibrate.live records them: every rank of a group calls each collective",
+        ) from None  # fmt: skip
+    except (
+        KeyError, TypeError, ValueError, AttributeError, IndexError, ZeroDivisionError,
+        StopIteration, OverflowError,  # a rank in no group of a collective; a huge number
+    ) as exc:  # fmt: skip
         raise ConfigError(
             str(p), "<root>", None, f"malformed live-run file ({type(exc).__name__}: {exc})"
         ) from None

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from simcluster.errors import SimclusterError
+from simcluster.errors import SimclusterError, did_you_mean
 from simcluster.validation.cases import Metric, Select
 
 __all__ = [
@@ -28,11 +28,20 @@ class MetricError(SimclusterError, ValueError):
     """The run does not hold what the metric asks for (names the missing piece)."""
 
 
+def _near(word: str, names: Sequence[str]) -> str:
+    """ "; did you mean 'x'?" for a near miss among ``names``, else ""."""
+    hits = did_you_mean(str(word), [str(n) for n in names])
+    return "; did you mean " + " or ".join(repr(h) for h in hits) + "?" if hits else ""
+
+
 def find_record(records: Sequence[dict[str, Any]], sel: Select) -> dict[str, Any]:
     mine = [r for r in records if r["schedule"] == sel.schedule]
     if not mine:
         have = sorted({r["schedule"] for r in records})
-        raise MetricError(f"no schedule {sel.schedule!r} in the run (have {', '.join(have)})")
+        raise MetricError(
+            f"no schedule {sel.schedule!r} in the run (have {', '.join(have)})"
+            + _near(sel.schedule, have)
+        )
     if sel.gpus is None:
         return max(mine, key=lambda r: r["gpus"])
     for r in mine:
@@ -47,7 +56,9 @@ def _get(obj: dict[str, Any], dotted: str) -> float:
     for part in dotted.split("."):
         if not isinstance(cur, dict) or part not in cur:
             keys = sorted(cur) if isinstance(cur, dict) else []
-            raise MetricError(f"no field {dotted!r} (at {part!r}; have {', '.join(keys)})")
+            raise MetricError(
+                f"no field {dotted!r} (at {part!r}; have {', '.join(keys)})" + _near(part, keys)
+            )
         cur = cur[part]
     try:
         return float(cur)

@@ -147,14 +147,23 @@ def _bad(file: str, path: str, value: Any, problem: str, allowed: Any = None) ->
 
 def _load_json(path: Path, field: str = "workload.trace") -> Any:
     file = str(path)
+    if path.is_dir():
+        raise _bad(file, field, file, "is a folder, not a trace file", "a trace file (.json)")
     if not path.is_file():
         raise _bad(file, field, file, "no such trace file", "a trace file (.json)")
     try:
-        text = path.read_text()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise _bad(file, "<file>", file, f"cannot read the trace: {exc}") from None
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise _bad(file, "<file>", file, f"cannot read the trace: {exc.strerror or exc}") from None
+    from simcluster.inputs import decode
+
+    text = decode(raw, file)  # a UTF-8 BOM is dropped; a non-UTF-8 byte is named
     try:
         return json.loads(text)
+    except RecursionError:
+        raise _bad(
+            file, "<json>", None, "nested too deeply", "a Kineto trace (a few levels deep)"
+        ) from None
     except json.JSONDecodeError as exc:
         end = exc.pos >= len(text.rstrip()) - 1 or exc.msg.startswith("Unterminated string")
         why = "truncated JSON (the file ends early)" if end else f"not valid JSON: {exc.msg}"
@@ -184,6 +193,54 @@ def _check_format(data: Any, file: str) -> list[dict[str, Any]]:
             [str(v) for v in KINETO_SCHEMA_VERSIONS],
         )  # fmt: skip
     return [e for e in data["traceEvents"] if isinstance(e, dict)]
+
+
+_INT_ARGS = ("External id", "Sequence number", "Record function id", "Fwd thread id")
+
+
+def _check_events(events: list[Any], file: str) -> None:
+    """Refuse a complete (``ph: X``) event whose fields the reader uses have the wrong type
+    or value: ``ts`` not finite, ``dur`` negative or not finite (microseconds; such an
+    event would silently fall out of every step window), ``tid`` not a number or a
+    string, ``args`` not a mapping, an id not an integer, ``Input Dims`` not lists of
+    sizes >= 0. The error names the event by its index in ``traceEvents``."""
+    for i, e in enumerate(events):
+        if not isinstance(e, dict) or e.get("ph") != "X":
+            continue
+        where = f"traceEvents[{i}]"
+        for key in ("ts", "dur"):
+            v = e.get(key)
+            if not isinstance(v, int | float) or isinstance(v, bool):
+                continue
+            if not math.isfinite(v) or (key == "dur" and v < 0):
+                what = "a start time" if key == "ts" else "a duration"
+                allowed = "a finite number (us)" if key == "ts" else "a finite number >= 0 (us)"
+                raise _bad(file, f"{where}.{key}", v, f"not {what}", allowed)
+        tid = e.get("tid")
+        if tid is not None and not isinstance(tid, int | float | str):
+            raise _bad(file, f"{where}.tid", tid, "not a thread id", "an integer or a string")
+        args = e.get("args")
+        if args is None:
+            continue
+        if not isinstance(args, dict):
+            raise _bad(file, f"{where}.args", args, "not a mapping", "a mapping of names to values")
+        for key in _INT_ARGS:
+            v = args.get(key)
+            if v is not None and (not isinstance(v, int) or isinstance(v, bool)):
+                raise _bad(file, f"{where}.args.{key}", v, "not an integer", "an integer")
+        dims = args.get("Input Dims")
+        if dims is not None and not (
+            isinstance(dims, list)
+            and all(
+                isinstance(d, list)
+                and all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in d)
+                for d in dims
+            )
+        ):
+            raise _bad(
+                file, f"{where}.args.Input Dims", dims, "not a list of shapes",
+                "lists of sizes >= 0, one per input ([] for a scalar)",
+            )  # fmt: skip
 
 
 @dataclass
@@ -473,6 +530,7 @@ def _read(file: str, _stamp: int, et_file: str | None, _et_stamp: int) -> TraceM
         notes.append(f"execution trace {et_file}: {len(et or {})} gradient shapes, used where "
                      "the Kineto trace has none")  # fmt: skip
     header = data.get("simcluster") if isinstance(data.get("simcluster"), dict) else {}
+    _check_events(data["traceEvents"], file)
     per_op_us = _profiler_cost_us(header, file)
     evs = [
         _Ev(str(e.get("name", "")), str(e.get("cat", "")), float(e["ts"]), float(e["dur"]),

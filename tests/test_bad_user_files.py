@@ -1,0 +1,383 @@
+"""Bad user files beyond scenarios and profiles: traces, nccl-tests logs, live runs,
+reference folders, results folders that hold the user's own files.
+
+Each test runs ``simcluster.cli.main`` in this process and checks the exit code 2
+and the one ``simcluster: error:`` line: the file, the field, the value and what
+is allowed. None needs torch or simulates more than a second.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from simcluster.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "bench"))
+import fuzz  # noqa: E402
+
+LOG = ROOT / "tests" / "data" / "all_reduce_2x_dgx_a100.log"
+LIVE = ROOT / "scenarios" / "references" / "live" / "localhost-2x1-r1.json"
+
+
+def _error(capsys) -> str:
+    err = capsys.readouterr().err
+    lines = [ln for ln in err.splitlines() if ln.startswith("simcluster: error:")]
+    assert len(lines) == 1, err
+    assert "Traceback" not in err
+    return lines[0]
+
+
+def _trace(tmp_path: Path, text: str | bytes) -> Path:
+    p = tmp_path / "trace.json"
+    p.write_bytes(text if isinstance(text, bytes) else text.encode())
+    return p
+
+
+# ----------------------------------------------------------------------------- traces
+
+
+def test_the_hand_made_trace_reads(tmp_path, capsys):
+    """The fuzz base itself is a valid trace (else every trace mutant is an error)."""
+    assert main(["trace-summary", str(_trace(tmp_path, json.dumps(fuzz.synthetic_trace())))]) == 0
+
+
+def test_trace_with_a_utf8_bom_reads_like_a_scenario_does(tmp_path, capsys):
+    text = b"\xef\xbb\xbf" + json.dumps(fuzz.synthetic_trace()).encode()
+    assert main(["trace-summary", str(_trace(tmp_path, text))]) == 0
+
+
+@pytest.mark.parametrize(
+    "value, shown", [(-5.0, "-5.0"), (float("nan"), "nan"), (float("inf"), "inf")]
+)
+def test_trace_event_with_a_bad_duration_is_named(tmp_path, capsys, value, shown):
+    doc = fuzz.synthetic_trace()
+    doc["traceEvents"][1]["dur"] = value  # json writes NaN / Infinity as Python reads them
+    p = _trace(tmp_path, json.dumps(doc))
+    assert main(["trace-summary", str(p)]) == 2
+    line = _error(capsys)
+    assert str(p) in line and "traceEvents[1].dur" in line and shown in line
+    assert ">= 0" in line
+
+
+@pytest.mark.parametrize(
+    "index, field, value, problem",
+    [
+        (0, "tid", {"a": 1}, "not a thread id"),  # was: unhashable type 'dict'
+        (0, "args", [1], "not a mapping"),
+        (0, "args.Sequence number", "5", "not an integer"),
+        (7, "args.Input Dims", [[-1, 8]], "not a list of shapes"),  # was: exit 3, bytes < 0
+    ],
+)
+def test_trace_event_field_of_the_wrong_type_is_named(tmp_path, capsys, index, field, value,
+                                                       problem):  # fmt: skip
+    doc = fuzz.synthetic_trace()
+    ev = doc["traceEvents"][index]
+    if field.startswith("args."):
+        ev["args"][field[5:]] = value
+    else:
+        ev[field] = value
+    p = _trace(tmp_path, json.dumps(doc))
+    assert main(["trace-summary", str(p)]) == 2
+    line = _error(capsys)
+    assert str(p) in line and f"traceEvents[{index}].{field}" in line and problem in line
+
+
+def test_trace_nested_too_deeply_is_an_error_not_a_recursion(tmp_path, capsys):
+    p = _trace(tmp_path, "[" * 100_000 + "]" * 100_000)
+    assert main(["trace-summary", str(p)]) == 2
+    assert "nested too deeply" in _error(capsys)
+
+
+def test_trace_that_is_a_folder_or_not_utf8(tmp_path, capsys):
+    assert main(["trace-summary", str(tmp_path)]) == 2
+    assert "is a folder, not a trace file" in _error(capsys)
+    p = _trace(tmp_path, bytes(range(256)))
+    assert main(["trace-summary", str(p)]) == 2
+    line = _error(capsys)
+    assert str(p) in line and "not UTF-8" in line and "0x80" in line
+
+
+# ----------------------------------------------------------------------------- nccl-tests logs
+
+
+def _row_edit(tmp_path: Path, old: str, new: str) -> Path:
+    text = LOG.read_text()
+    assert old in text
+    p = tmp_path / LOG.name
+    p.write_text(text.replace(old, new, 1))
+    return p
+
+
+@pytest.mark.parametrize(
+    "old, new, field, shown",
+    [
+        ("   34.31 ", "   1e999 ", "time", "inf"),  # a time of infinity (was a math error)
+        ("    0.01    0.01      0    34.45", "    0.01    nan      0    34.45", "busbw", "nan"),
+        ("    0.01    0.01      0    34.45", "    0.01    0.01      3    34.45", "#wrong", "3"),
+    ],
+)
+def test_nccl_tests_row_with_a_bad_number_is_named(tmp_path, capsys, old, new, field, shown):
+    p = _row_edit(tmp_path, old, new)
+    out = tmp_path / "fitted.json"
+    assert main(["calibrate", "nccl-tests", str(p), "--out", str(out)]) == 2
+    line = _error(capsys)
+    assert str(p) in line and f": {field}:" in line and shown in line
+    assert not out.exists()
+
+
+def test_nccl_tests_base_profile_typo_gets_did_you_mean(tmp_path, capsys):
+    out = tmp_path / "fitted.json"
+    argv = ["calibrate", "nccl-tests", str(LOG), "--base-profile", "ncl-spec", "--out", str(out)]
+    assert main(argv) == 2
+    line = _error(capsys)
+    assert "(got 'ncl-spec')" in line and "did you mean 'nccl-spec'" in line
+
+
+# ----------------------------------------------------------------------------- live runs
+
+
+def test_live_run_with_a_rank_outside_its_collective_group(tmp_path, capsys):
+    data = json.loads(LIVE.read_text())
+    ops = data["ranks"][0]["patterns"]["ddp"]["ops"][0]
+    call = next(o for o in ops if o["kind"] != "compute")
+    call["groups"] = [[1]]  # rank 0 calls a collective of a group it is not in
+    p = tmp_path / "live.json"
+    p.write_text(json.dumps(data))
+    assert main(["validate", "--live", str(p), "--out", str(tmp_path / "v"), "--no-plot"]) == 2
+    line = _error(capsys)
+    assert str(p) in line and "malformed live-run file" in line
+
+
+# ----------------------------------------------------------------------------- validate flags
+
+
+def test_paper_typo_gets_did_you_mean(tmp_path, capsys):
+    assert main(["validate", "--paper", "ANCHOR", "--out", str(tmp_path), "--no-plot"]) == 2
+    line = _error(capsys)
+    assert "allowed:" in line and "did you mean 'ANCHORS'" in line
+
+
+# ----------------------------------------------------------------------------- results folders
+
+
+TINY = {
+    "name": "tiny",
+    "topology": "localhost",
+    "profile": "cpu-xeon-1core",
+    "network_profile": "gloo-localhost",
+    "workload": {"trace": None, "batch_per_gpu": 4, "dataset_size": 64},
+    "schedules": [{"name": "ddp"}],
+    "study": {"gpus": [2]},
+}
+
+
+@pytest.fixture
+def tiny(tmp_path) -> Path:
+    trace = _trace(tmp_path, json.dumps(fuzz.synthetic_trace()))
+    sc = json.loads(json.dumps(TINY))
+    sc["workload"]["trace"] = str(trace)
+    p = tmp_path / "tiny.yaml"
+    p.write_text(yaml.safe_dump(sc))
+    return p
+
+
+def test_run_refuses_to_overwrite_the_users_own_file(tmp_path, capsys, tiny):
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    (folder / "results.csv").write_text("my numbers\n")
+    (folder / "notes.txt").write_text("mine\n")
+    assert main(["run", str(tiny), "--no-plots", "--out", str(folder)]) == 2
+    line = _error(capsys)
+    assert str(folder) in line and "results.csv" in line and "overwrite" in line
+    assert (folder / "results.csv").read_text() == "my numbers\n"
+    assert sorted(p.name for p in folder.iterdir()) == ["notes.txt", "results.csv"]
+
+
+def test_run_into_a_folder_of_other_files_keeps_them_and_reruns(tmp_path, capsys, tiny):
+    folder = tmp_path / "shared"
+    folder.mkdir()
+    (folder / "notes.txt").write_text("mine\n")
+    for _ in range(2):  # the second run finds its own manifest: it may replace its files
+        assert main(["run", str(tiny), "--no-plots", "--out", str(folder)]) == 0
+    assert (folder / "notes.txt").read_text() == "mine\n"
+    assert (folder / "results.json").exists()
+
+
+def test_validate_refuses_to_overwrite_the_users_validation_json(tmp_path, capsys):
+    folder = tmp_path / "v"
+    folder.mkdir()
+    (folder / "validation.json").write_text("{}\n")
+    argv = ["validate", "--live", str(LIVE), "--out", str(folder), "--no-plot"]
+    assert main(argv) == 2
+    assert "validation.json" in _error(capsys)
+    assert (folder / "validation.json").read_text() == "{}\n"
+
+
+def test_calibrate_threads_zero_is_refused_not_read_as_the_default(tmp_path, capsys):
+    pytest.importorskip("torch")
+    out = tmp_path / "m.json"
+    assert main(["calibrate", "measure", "--threads", "0", "--tiny", "--out", str(out)]) == 2
+    assert "--threads" in _error(capsys)
+    assert not out.exists()
+
+
+# ----------------------------------------------------------------------------- names and flags
+
+
+@pytest.mark.parametrize(
+    "argv, near",
+    [
+        (["run", "puhti6"], "puhti64"),
+        (["sweep", "whatif-nodez", "--set", "seed=1"], "whatif-nodes"),
+        (["spmv-table", "hsgd-graphchalenge"], "hsgd-graphchallenge"),
+    ],
+)
+def test_misspelt_scenario_name_gets_did_you_mean(tmp_path, capsys, monkeypatch, argv, near):
+    monkeypatch.chdir(tmp_path)
+    assert main(argv) == 2
+    line = _error(capsys)
+    assert "no such scenario file" in line and f"did you mean '{near}'" in line
+
+
+def test_derive_refuses_measures_spec_flag(tmp_path, capsys):
+    out = tmp_path / "d.json"
+    argv = ["calibrate", "derive", "--from", "h100-sxm-80gb-measured", "--target",
+            "v100-sxm2-32gb", "--out", str(out), "--spec", "h100-sxm"]  # fmt: skip
+    assert main(argv) == 2
+    assert "did you mean '--source-spec'" in _error(capsys)
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("flag", ["--batch", "--rounds"])
+def test_calibrate_check_refuses_zero(capsys, flag):
+    assert main(["calibrate", "check", "--profile", "v100-sxm2-32gb", flag, "0"]) == 2
+    assert f"{flag}: must be >= 1 (got 0)" in _error(capsys)
+
+
+# ----------------------------------------------------------------------------- environment
+
+
+@pytest.mark.parametrize("text", ["abc", "-1", "0", "1.5"])
+def test_bad_max_input_bytes_env_is_an_error_not_an_import_crash(
+    tmp_path, capsys, monkeypatch, tiny, text
+):
+    from simcluster import inputs
+
+    monkeypatch.setenv("SIMCLUSTER_MAX_INPUT_BYTES", text)
+    limit, bad = inputs._max_bytes_from_env()
+    assert bad == text and limit == 32 * 2**20
+    monkeypatch.setattr(inputs, "_BAD_MAX_BYTES", bad)
+    assert main(["run", str(tiny), "--no-plots", "--out", str(tmp_path / "o")]) == 2
+    line = _error(capsys)
+    assert "$SIMCLUSTER_MAX_INPUT_BYTES" in line and repr(text) in line and "integer > 0" in line
+
+
+def test_partition_cache_dir_that_is_a_file_warns_and_keeps_the_result(tmp_path, capsys):
+    from simcluster.partition import partition_network
+    from simcluster.workload.radixnet import graph_challenge_radixnet
+
+    blocker = tmp_path / "cache"
+    blocker.write_text("the user's file\n")
+    part = partition_network(graph_challenge_radixnet(1024, 2), 2, "kahypar", cache_dir=blocker)
+    assert len(part.owners) == 3
+    assert "cannot cache the partition" in capsys.readouterr().err
+    assert blocker.read_text() == "the user's file\n"
+
+
+# ----------------------------------------------------------------------------- reference files
+
+
+def _reference(tmp_path: Path, metric: dict) -> Path:
+    folder = tmp_path / "refs"
+    folder.mkdir()
+    doc = {
+        "paper": "X",
+        "source": "a test",
+        "description": "one case",
+        "cases": [
+            {
+                "id": "a",
+                "what": "throughput",
+                "source": "a test",
+                "scenario": str(ROOT / "scenarios/references/scenarios/anchor-resnet50.yaml"),
+                "metric": metric,
+                "reference": 367,
+                "unit": "samples/s",
+                "confidence": "medium",
+            }
+        ],
+    }
+    (folder / "x.yaml").write_text(yaml.safe_dump(doc))
+    return folder
+
+
+def test_reference_metric_with_an_empty_name_is_refused_before_any_run(tmp_path, capsys):
+    sel = {"schedule": "ddp", "gpus": 1}
+    folder = _reference(tmp_path, {"kind": "ratio", "num": sel, "den": sel, "value": ""})
+    argv = ["validate", "--references", str(folder), "--out", str(tmp_path / "v"), "--no-plot"]
+    assert main(argv) == 2  # was: AttributeError 'NoneType' object has no attribute 'split'
+    line = _error(capsys)
+    assert str(folder / "x.yaml") in line and "cases[0].metric" in line and "field or value" in line
+
+
+def test_reference_metric_misspelt_schedule_or_field_gets_did_you_mean():
+    from simcluster.validation.cases import Select
+    from simcluster.validation.metrics import MetricError, find_record, read_metric
+
+    records = [{"schedule": "ddp", "gpus": 1, "throughput_samples_per_s": 2.0}]
+    with pytest.raises(MetricError, match="did you mean 'ddp'"):
+        find_record(records, Select(schedule="dp", gpus=1))
+    from simcluster.validation.cases import Metric
+
+    m = Metric(kind="field", schedule="ddp", gpus=1, field="throughput_samples_per_sx")
+    with pytest.raises(MetricError, match="did you mean 'throughput_samples_per_s'"):
+        read_metric(m, records)
+
+
+def test_live_run_with_a_non_ascii_pattern_name_validates(tmp_path, capsys):
+    data = json.loads(LIVE.read_text())
+    cfg = data["config"]
+    cfg["patterns"] = ["dp ü" if p == "ddp" else p for p in cfg["patterns"]]
+    for r in data["ranks"]:
+        r["patterns"]["dp ü"] = r["patterns"].pop("ddp")
+    p = tmp_path / "live.json"
+    p.write_text(json.dumps(data))
+    # was: pydantic ValidationError (a case id built from the names)
+    assert main(["validate", "--live", str(p), "--out", str(tmp_path / "v"), "--no-plot"]) == 0
+
+
+def test_calibrate_gloo_refuses_a_huge_process_count(tmp_path, capsys):
+    out = tmp_path / "g.json"
+    assert main(["calibrate", "gloo", "--nproc", "2,100000", "--out", str(out)]) == 2
+    line = _error(capsys)
+    assert "--nproc" in line and "100000" in line and "4 per CPU" in line
+    assert not out.exists()
+
+
+def test_live_run_whose_ranks_call_different_collectives(tmp_path, capsys):
+    data = json.loads(LIVE.with_name("localhost-2x1-r5.json").read_text())
+    op = data["ranks"][0]["patterns"]["fusion"]["ops"][1][27]
+    assert op["kind"] != "compute"
+    op["phase"] = "renamed"  # rank 0 calls a collective rank 1 never calls
+    p = tmp_path / "live.json"
+    p.write_text(json.dumps(data))
+    # was: SimulationError traceback (the engine found collectives waiting forever)
+    assert main(["validate", "--live", str(p), "--out", str(tmp_path / "v"), "--no-plot"]) == 2
+    line = _error(capsys)
+    assert str(p) in line and "collective calls do not match" in line
+
+
+def test_node_of_more_than_1024_ranks_is_refused_before_routing(tmp_path, capsys):
+    topo = yaml.safe_load((ROOT / "topologies" / "ceta-ciemat.yaml").read_text())
+    topo["node"]["gpus"] = 4000  # was: accepted, 77 s routing 16 million rank pairs
+    p = tmp_path / "t.yaml"
+    p.write_text(yaml.safe_dump(topo))
+    assert main(["topo", str(p), "--no-png"]) == 2
+    line = _error(capsys)
+    assert str(p) in line and "node.gpus" in line and "4000" in line and "1024" in line
