@@ -50,6 +50,17 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(None, "--set", args.which, "unknown case set", ["paper", "live", "all"])
     if args.jobs < 1:
         raise ConfigError(None, "--jobs", args.jobs, "out of range", "a value >= 1")
+    files = []  # the reference files are read (and their errors reported) before --out is touched
+    if not args.live and args.which in ("paper", "all"):
+        files = load_references(args.references)
+        if args.paper:
+            names = [f.paper for f in files]
+            files = [f for f in files if f.paper.lower() == args.paper.lower()]
+            if not files:
+                raise ConfigError(
+                    None, "--paper", args.paper, "no such paper", names,
+                    did_you_mean(args.paper, names),
+                )  # fmt: skip
     from simcluster.report.outdir import prepare_output_dir
 
     out = prepare_output_dir(args.out or Path("results") / "validate")  # before any case runs
@@ -68,15 +79,6 @@ def run(args: argparse.Namespace) -> int:
         live_reports.append(validate_live(args.live, out / "live"))
     else:
         if args.which in ("paper", "all"):
-            files = load_references(args.references)
-            if args.paper:
-                names = [f.paper for f in files]
-                files = [f for f in files if f.paper.lower() == args.paper.lower()]
-                if not files:
-                    raise ConfigError(
-                        None, "--paper", args.paper, "no such paper", names,
-                        did_you_mean(args.paper, names),
-                    )  # fmt: skip
             results += run_cases(files, progress=ProgressBar(), jobs=args.jobs)
         if args.which in ("live", "all"):
             folder = (
