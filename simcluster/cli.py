@@ -329,6 +329,22 @@ def cmd_nccl_tests(args: argparse.Namespace) -> int:
         from simcluster.compute import load_profile
 
         launch = load_profile(args.profile).launch_overhead
+    if args.profile and sizes:
+        from simcluster.compute import load_profile
+        from simcluster.report.nccl_tests import NCCL_TEST_OPS
+
+        memory = load_profile(args.profile).memory_bytes
+        # nccl-tests allocates a send and a receive buffer per GPU; allgather and
+        # reduce_scatter have one of them 1/n the size
+        n = cluster.num_ranks
+        need = max(sizes) * (1 + (1 / n if NCCL_TEST_OPS[args.op].per_rank_count else 1))
+        if memory and need > memory:
+            raise ConfigError(
+                None, "-e", args.maxbytes,
+                f"its send and receive buffers take {need / 2**30:.1f} GiB per GPU, more than "
+                f"the {memory / 2**30:.0f} GiB of {args.profile}",
+                f"-e at most {int(memory // (need / max(sizes))) // 2**20}M",
+            )  # fmt: skip
     rows = run_nccl_tests(ctx, args.op, sizes, args.network_model, args.algo, args.proto,
                           gpus_per_thread=args.ngpus, launch_s=launch)  # fmt: skip
     if args.json:

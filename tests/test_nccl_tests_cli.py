@@ -96,3 +96,18 @@ def test_gpus_per_thread_bound_small_sizes_by_launches(capsys):
     assert one[0]["time_us"] < 8 * launch * 1e6
     assert eight[0]["time_us"] == pytest.approx(8 * launch * 1e6)
     assert eight[-1]["time_us"] == pytest.approx(one[-1]["time_us"])
+
+
+def test_sizes_beyond_device_memory_are_refused(capsys):
+    from simcluster.cli import main
+
+    args = ["nccl-tests", "--topology", "dgx-a100", "--nodes", "1", "-b", "8"]
+    assert main([*args, "-e", "1000000T", "--profile", "a100-80gb-sxm-derived"]) == 2
+    err = capsys.readouterr().err
+    assert "-e" in err and "GiB per GPU" in err and "a100-80gb-sxm-derived" in err
+    # allgather's send buffer is 1/n of -e: 64G fits 80 GiB one way but not two
+    assert main([*args, "-e", "64G", "--profile", "a100-80gb-sxm-derived"]) == 2
+    capsys.readouterr()
+    assert (
+        main([*args, "-e", "64G", "--op", "all_gather", "--profile", "a100-80gb-sxm-derived"]) == 0
+    )
