@@ -277,39 +277,55 @@ class _NodePairs:
         return Groups(self.table[keys].tolist(), flat)
 
 
+def _flags(who: np.ndarray, n: int) -> np.ndarray:
+    """``np.bincount(who, minlength=n) > 0``."""
+    out = np.zeros(n, dtype=bool)
+    out[who] = True
+    return out
+
+
 def _exchange(
     lc: LayerComm, node: np.ndarray, pairs: _NodePairs, cost: _Costs, wire: int
 ) -> _Exchange:
     P, wb = lc.parts, cost.wb
+    words = lc.words
     src_node, dst_node = node[lc.src], node[lc.dst]
     inter = src_node != dst_node
-    # message sizes repeat: price each distinct size once
-    sizes, at = unique_inverse(lc.words)
+    intra = np.flatnonzero(~inter)
+    # message sizes repeat: price each distinct size once, then look them up by size
+    sizes = np.flatnonzero(np.bincount(words)) if words.size else words
+    top = int(sizes[-1]) + 1 if sizes.size else 1
     gather = cost.elementwise(sizes, 2 * wb + 4)  # read value + index, write buffer
     shm = cost.elementwise(sizes, 2 * wb)  # a copy through shared memory (intra-node)
-    scatter = cost.elementwise(sizes, 3 * wb + 4)[at]  # read buffer, add into s, index
-    # per message: gather + 0.0 (inter-node) or gather + shm, priced per size
-    pack = np.concatenate([gather + 0.0, gather + shm])[at + sizes.size * ~inter]
+    lut = np.zeros((3, top))
+    lut[0, sizes] = gather + 0.0  # inter-node: the gather
+    lut[1, sizes] = gather + shm  # intra-node: gather + copy
+    lut[2, sizes] = cost.elementwise(sizes, 3 * wb + 4)  # read buffer, add into s, index
+    pack = lut[0][words]
+    pack[intra] = lut[1][words[intra]]
+    scatter = lut[2][words]
 
     def per_rank(who: np.ndarray, t: np.ndarray) -> np.ndarray:
         return np.bincount(who, weights=t, minlength=P) if t.size else np.zeros(P)
 
     width = pairs.width
-    code = (src_node * width + dst_node)[inter]
-    words = lc.words[inter]
-    if code.size and width * width <= 2 * code.size + (1 << 12):  # node pairs by bincount
-        keys = np.flatnonzero(np.bincount(code, minlength=width * width))
+    n_inter = words.size - intra.size
+    if n_inter and width * width <= 2 * n_inter + (1 << 12):  # node pairs by bincount
+        code = src_node * width + dst_node  # intra-node messages on the diagonal
+        count = np.bincount(code, minlength=width * width)
+        count[:: width + 1] = 0
+        keys = np.flatnonzero(count)
         nbytes = np.bincount(code, weights=words, minlength=width * width)[keys] * wire
     else:
-        keys, inv = unique_inverse(code)
-        nbytes = np.bincount(inv, weights=words) * wire if keys.size else np.zeros(0)
+        keys, inv = unique_inverse((src_node * width + dst_node)[inter])
+        nbytes = np.bincount(inv, weights=words[inter]) * wire if keys.size else np.zeros(0)
     mean = float(nbytes.mean()) if nbytes.size else 0.0
     back_keys = (keys % width) * width + keys // width  # the same node pairs, reversed
     return _Exchange(
         forward=CollectiveCall("p2p", pairs(keys), mean, "direct"),
         backward=CollectiveCall("p2p", pairs(back_keys), mean, "direct"),
-        sends=np.bincount(lc.src, minlength=P) > 0,
-        recvs=np.bincount(lc.dst, minlength=P) > 0,
+        sends=_flags(lc.src, P),
+        recvs=_flags(lc.dst, P),
         pack=per_rank(lc.src, pack),
         back_pack=per_rank(lc.dst, pack),
         combine=per_rank(lc.src, scatter),
