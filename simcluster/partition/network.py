@@ -235,10 +235,12 @@ def _pin_cut(layer, in_owner: np.ndarray, rows: np.ndarray, parts: int) -> int:
     """:func:`connectivity_cut` of a phase without its hypergraph: every net has its
     fixed vertex, so ``lambda - 1`` counts the parts other than the input's owner
     that read it (cost 2 each)."""
-    reader = rows[layer.row_of_nnz]
-    col = layer.indices.astype(np.int64)
-    remote = reader != in_owner[col]
-    return NET_COST * count_unique((col * parts + reader)[remote])
+    # (column, reader) keys in 32 bits where they fit: a faster sort, the same count
+    dt = np.int32 if int(layer.cols) * int(parts) < 1 << 31 else np.int64
+    reader = rows.astype(dt, copy=False)[layer.row_of_nnz]
+    col = layer.indices.astype(dt, copy=False)
+    remote = reader != in_owner[layer.indices]
+    return NET_COST * count_unique((col * dt(parts) + reader)[remote])
 
 
 def partition_network(
