@@ -60,14 +60,20 @@ class LayerComm:
     def volume(self) -> int:
         return int(self.words.sum())
 
+    def _src_bounds(self) -> np.ndarray:
+        """Where each processor's messages start in ``src`` (sorted), and the end."""
+        return np.searchsorted(self.src, np.arange(self.parts + 1))
+
     def send_words(self) -> np.ndarray:
-        return np.bincount(self.src, weights=self.words, minlength=self.parts).astype(np.int64)
+        total = np.zeros(self.words.size + 1, dtype=np.int64)
+        np.cumsum(self.words, out=total[1:])
+        return np.diff(total[self._src_bounds()])
 
     def recv_words(self) -> np.ndarray:
         return np.bincount(self.dst, weights=self.words, minlength=self.parts).astype(np.int64)
 
     def send_messages(self) -> np.ndarray:
-        return np.bincount(self.src, minlength=self.parts)
+        return np.diff(self._src_bounds())
 
     def recv_messages(self) -> np.ndarray:
         return np.bincount(self.dst, minlength=self.parts)
@@ -83,14 +89,21 @@ def layer_comm(
     r = out_owner[layer.row_of_nnz]
     c = in_owner[layer.indices]
     remote = c != r
+    local = np.flatnonzero(~remote)  # few: most reads cross parts
     nnz = np.bincount(r, minlength=p)
-    nnz_remote = np.bincount(r[remote], minlength=p)
+    nnz_remote = nnz - np.bincount(r[local], minlength=p)
     rows = np.bincount(out_owner, minlength=p)
-    has_remote = np.bincount(layer.row_of_nnz[remote], minlength=layer.rows) > 0
+    # a row has a remote nonzero unless all of its nonzeros are local
+    has_remote = np.bincount(layer.row_of_nnz[local], minlength=layer.rows) < layer.row_nnz
     rows_remote = np.bincount(out_owner[np.flatnonzero(has_remote)], minlength=p)
     # every (column, reader part) once; a message entry where reader != owner
     cols = max(int(layer.cols), 1)
-    if p * p * cols < 1 << 62:  # one sort by (owner, reader, column)
+    if max(cols, p) * p < 1 << 31:  # 32-bit sorts: (column, reader) once, then by (owner, reader)
+        key = layer.indices.astype(np.int32) * np.int32(p) + r.astype(np.int32)
+        col, reader = np.divmod(unique_sorted(key[remote]), np.int32(p))
+        pairs, words = unique_counts(in_owner[col].astype(np.int32) * np.int32(p) + reader)
+        pairs = pairs.astype(np.int64)
+    elif p * p * cols < 1 << 62:  # one sort by (owner, reader, column)
         keys = unique_sorted(((c * p + r) * cols + layer.indices)[remote])
         pairs, words = unique_counts_sorted(keys // cols)
     else:

@@ -277,13 +277,6 @@ class _NodePairs:
         return Groups(self.table[keys].tolist(), flat)
 
 
-def _flags(who: np.ndarray, n: int) -> np.ndarray:
-    """``np.bincount(who, minlength=n) > 0``."""
-    out = np.zeros(n, dtype=bool)
-    out[who] = True
-    return out
-
-
 def _exchange(
     lc: LayerComm, node: np.ndarray, pairs: _NodePairs, cost: _Costs, wire: int
 ) -> _Exchange:
@@ -312,10 +305,13 @@ def _exchange(
     n_inter = words.size - intra.size
     if n_inter and width * width <= 2 * n_inter + (1 << 12):  # node pairs by bincount
         code = src_node * width + dst_node  # intra-node messages on the diagonal
-        count = np.bincount(code, minlength=width * width)
-        count[:: width + 1] = 0
-        keys = np.flatnonzero(count)
-        nbytes = np.bincount(code, weights=words, minlength=width * width)[keys] * wire
+        total = np.bincount(code, weights=words, minlength=width * width)
+        total[:: width + 1] = 0
+        # a node pair with messages has words (every message has >= 1)
+        keys = np.flatnonzero(total if sizes[0] > 0 else np.bincount(code, minlength=total.size))
+        if sizes[0] == 0:
+            keys = keys[keys % (width + 1) != 0]
+        nbytes = total[keys] * wire
     else:
         keys, inv = unique_inverse((src_node * width + dst_node)[inter])
         nbytes = np.bincount(inv, weights=words[inter]) * wire if keys.size else np.zeros(0)
@@ -324,8 +320,8 @@ def _exchange(
     return _Exchange(
         forward=CollectiveCall("p2p", pairs(keys), mean, "direct"),
         backward=CollectiveCall("p2p", pairs(back_keys), mean, "direct"),
-        sends=_flags(lc.src, P),
-        recvs=_flags(lc.dst, P),
+        sends=lc.send_messages() > 0,
+        recvs=np.bincount(lc.dst, minlength=P) > 0,
         pack=per_rank(lc.src, pack),
         back_pack=per_rank(lc.dst, pack),
         combine=per_rank(lc.src, scatter),
