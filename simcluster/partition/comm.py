@@ -86,8 +86,11 @@ def layer_comm(
     p = int(parts)
     in_owner = np.asarray(in_owner, dtype=np.int64)
     out_owner = np.asarray(out_owner, dtype=np.int64)
-    r = out_owner[layer.row_of_nnz]
-    c = in_owner[layer.indices]
+    cols = max(int(layer.cols), 1)
+    small = max(cols, p) * p < 1 << 31  # keys fit 32 bits
+    dt = np.int32 if small else np.int64
+    r = out_owner.astype(dt)[layer.row_of_nnz]
+    c = in_owner.astype(dt)[layer.indices]
     remote = c != r
     local = np.flatnonzero(~remote)  # few: most reads cross parts
     nnz = np.bincount(r, minlength=p)
@@ -97,11 +100,11 @@ def layer_comm(
     has_remote = np.bincount(layer.row_of_nnz[local], minlength=layer.rows) < layer.row_nnz
     rows_remote = np.bincount(out_owner[np.flatnonzero(has_remote)], minlength=p)
     # every (column, reader part) once; a message entry where reader != owner
-    cols = max(int(layer.cols), 1)
-    if max(cols, p) * p < 1 << 31:  # 32-bit sorts: (column, reader) once, then by (owner, reader)
-        key = layer.indices.astype(np.int32) * np.int32(p) + r.astype(np.int32)
-        col, reader = np.divmod(unique_sorted(key[remote]), np.int32(p))
-        pairs, words = unique_counts(in_owner[col].astype(np.int32) * np.int32(p) + reader)
+    if small:  # 32-bit sorts: (column, reader) once, then by (owner, reader)
+        p32 = np.int32(p)
+        key = layer.indices.astype(dt, copy=False) * p32 + r
+        col, reader = np.divmod(unique_sorted(key[remote]), p32)
+        pairs, words = unique_counts(in_owner.astype(dt)[col] * p32 + reader)
         pairs = pairs.astype(np.int64)
     elif p * p * cols < 1 << 62:  # one sort by (owner, reader, column)
         keys = unique_sorted(((c * p + r) * cols + layer.indices)[remote])

@@ -375,13 +375,17 @@ class _Slots:
     def programs(self) -> list[RankClass]:
         if not self.codes:
             return [RankClass(f"r{m}", (m,)) for m in range(self.P)]
-        table = np.stack(self.codes, axis=1)  # rank x slot
-        shapes, first, inv = np.unique(table, axis=0, return_index=True, return_inverse=True)
-        inv = inv.reshape(-1)
+        table = np.ascontiguousarray(np.stack(self.codes, axis=1))  # rank x slot
+        # rows grouped by their bytes, groups in order of lowest rank
+        group: dict[bytes, int] = {}
+        rows = table.view(np.dtype((np.void, table.shape[1]))).reshape(-1).tolist()
+        inv = np.fromiter(
+            (group.setdefault(b, len(group)) for b in rows), dtype=np.intp, count=self.P
+        )
         out = []
-        for g in np.argsort(first, kind="stable").tolist():  # in order of lowest rank
+        for g in range(len(group)):
             ranks = np.flatnonzero(inv == g)
-            row = shapes[g].tolist()
+            row = table[ranks[0]].tolist()
             ops = [self.variants[s][c] for s, c in enumerate(row) if c >= 0]
             timed = [s for s, c in enumerate(row) if c >= 0 and self.times[s] is not None]
             cols = [self.times[s][ranks] for s in timed]  # type: ignore[index]
