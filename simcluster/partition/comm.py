@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from simcluster.partition.keys import unique_counts, unique_counts_sorted, unique_sorted
-from simcluster.partition.network import NetworkPartition
+from simcluster.partition.network import NetworkPartition, remote_reads
 from simcluster.workload.sparse import SparseDNN, SparseLayer
 
 __all__ = ["LayerComm", "layer_comm", "comm_plan", "PartitionMetrics", "table1_metrics"]
@@ -80,9 +80,17 @@ class LayerComm:
 
 
 def layer_comm(
-    layer: SparseLayer, in_owner: np.ndarray, out_owner: np.ndarray, parts: int
+    layer: SparseLayer,
+    in_owner: np.ndarray,
+    out_owner: np.ndarray,
+    parts: int,
+    reads: np.ndarray | None = None,
 ) -> LayerComm:
-    """Messages of one layer: ``in_owner`` places ``x^{k-1}``, ``out_owner`` the rows."""
+    """Messages of one layer: ``in_owner`` places ``x^{k-1}``, ``out_owner`` the rows.
+
+    reads: the layer's :func:`~simcluster.partition.network.remote_reads` for these
+    owners where already computed (the random partitioner's cut), else None.
+    """
     p = int(parts)
     in_owner = np.asarray(in_owner, dtype=np.int64)
     out_owner = np.asarray(out_owner, dtype=np.int64)
@@ -102,8 +110,9 @@ def layer_comm(
     # every (column, reader part) once; a message entry where reader != owner
     if small:  # 32-bit sorts: (column, reader) once, then by (owner, reader)
         p32 = np.int32(p)
-        key = layer.indices.astype(dt, copy=False) * p32 + r
-        col, reader = np.divmod(unique_sorted(key[remote]), p32)
+        if reads is None or reads.dtype != dt:
+            reads = remote_reads(layer.indices, r, remote, cols, p)
+        col, reader = np.divmod(reads, p32)
         pairs, words = unique_counts(in_owner.astype(dt)[col] * p32 + reader)
         pairs = pairs.astype(np.int64)
     elif p * p * cols < 1 << 62:  # one sort by (owner, reader, column)
@@ -126,10 +135,20 @@ def layer_comm(
     )
 
 
-def comm_plan(net: SparseDNN, partition: NetworkPartition) -> list[LayerComm]:
-    """:class:`LayerComm` of every layer, ``W^1`` first."""
+def comm_plan(
+    net: SparseDNN, partition: NetworkPartition, reads: list | None = None
+) -> list[LayerComm]:
+    """:class:`LayerComm` of every layer, ``W^1`` first.
+
+    reads: each layer's remote reads as :func:`partition_network` kept them (its
+    ``reads`` argument) for this partition, or None.
+    """
     o = partition.owners
-    return [layer_comm(w, o[k], o[k + 1], partition.parts) for k, w in enumerate(net.layers)]
+    if not reads or len(reads) != len(net.layers):
+        reads = [None] * len(net.layers)
+    return [
+        layer_comm(w, o[k], o[k + 1], partition.parts, reads[k]) for k, w in enumerate(net.layers)
+    ]
 
 
 @dataclass(frozen=True)

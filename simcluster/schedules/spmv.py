@@ -147,6 +147,7 @@ def partition_for(
     key = _key(o, parts, seed)
     hit = _PARTS.get(key)
     if hit is None:
+        reads: list = []  # the random backend's remote reads, reused by comm_plan
         part = partition_network(
             net,
             parts,
@@ -160,8 +161,10 @@ def partition_for(
             threads=o.threads,
             progress=progress,
             status=status,
+            reads=reads,
         )
-        plan = comm_plan(net, part)
+        plan = comm_plan(net, part, reads)
+        del reads
         hit = (part, plan, table1_metrics(plan, part))
         if len(_PARTS) >= 16:
             _PARTS.pop(next(iter(_PARTS)))
