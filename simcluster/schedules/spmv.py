@@ -455,6 +455,8 @@ class SpMV(Schedule):
         nodes, first = np.unique(node, return_index=True)
         rep[nodes] = first  # lowest rank of each node
         pairs = _NodePairs(rep)
+        if pairs.width * pairs.width < 1 << 31:  # node-pair codes fit 32 bits: half the bytes
+            node = node.astype(np.int32)
         ex = [_exchange(lc, node, pairs, cost, ctx.batch * wb) for lc in plan]
         slots = _Slots(P)
 
