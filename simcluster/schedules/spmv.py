@@ -128,8 +128,10 @@ _METRICS: dict[tuple, PartitionMetrics] = {}
 
 
 def _key(o: SpMVOptions, parts: int, seed: int) -> tuple:
+    # the options that build the network name it (the generators are deterministic):
+    # no hash of its nonzeros needed here
     return (
-        network_for(o).fingerprint,
+        _network_key(o),
         parts,
         o.partitioner,
         o.epsilon,
