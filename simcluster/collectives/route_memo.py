@@ -13,21 +13,23 @@ from __future__ import annotations
 
 import numpy as np
 
+from simcluster.network.maxmin import concat_ranges
+
 __all__ = ["RouteMemo"]
 
 
 class RouteMemo:
     """Pair routes of one cluster: pair code ``src * num_ranks + dst``, sorted,
-    with each pair's links as a row of a padded table (-1 past its route) and
-    its path latency (s)."""
+    with each pair's span in a flat link store and its path latency (s)."""
 
     def __init__(self, cluster) -> None:
         self.cluster = cluster
         self.n = int(cluster.num_ranks)
         self.keys = np.zeros(0, dtype=np.int64)  # sorted pair codes
+        self.start = np.zeros(0, dtype=np.int64)  # per key: first link in ``links``
         self.length = np.zeros(0, dtype=np.int64)  # per key: links on its route
         self.latency = np.zeros(0, dtype=np.float64)  # per key: path latency (s)
-        self.table = np.zeros((0, 1), dtype=np.int64)  # per key: its links, then -1
+        self.links = np.zeros(0, dtype=np.int64)
 
     def _find(self, code: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(position of each code among the keys, whether it is there)."""
@@ -38,19 +40,16 @@ class RouteMemo:
 
     def _add(self, codes: np.ndarray) -> None:
         """Route the pairs of ``codes`` (distinct, not yet kept) and keep them."""
-        m, old = codes.size, self.keys.size
+        m = codes.size
         flow, link = self.cluster.routes(codes // self.n, codes % self.n)
         length = np.bincount(flow, minlength=m)
         latency = np.bincount(flow, weights=self.cluster.link_latency[link], minlength=m)
-        width = max(self.table.shape[1], int(length.max()) if m else 1)
-        table = np.full((old + m, width), -1, dtype=np.int64)
-        table[:old, : self.table.shape[1]] = self.table
-        first = np.cumsum(length) - length  # each new pair's first entry (grouped by flow)
-        table[old + flow, np.arange(link.size) - first[flow]] = link
+        start = self.links.size + np.cumsum(length) - length
+        self.links = np.concatenate([self.links, link])
         keys = np.concatenate([self.keys, codes])
         order = np.argsort(keys, kind="stable")
         self.keys = keys[order]
-        self.table = table[order]
+        self.start = np.concatenate([self.start, start])[order]
         self.length = np.concatenate([self.length, length])[order]
         self.latency = np.concatenate([self.latency, latency])[order]
 
@@ -69,5 +68,5 @@ class RouteMemo:
             pos = np.searchsorted(self.keys, code)
         length = self.length[pos]
         entry_flow = np.repeat(np.arange(code.size, dtype=np.int64), length)
-        rows = self.table[pos]  # each pair's links in path order, then padding
-        return entry_flow, rows[rows >= 0], self.latency[pos]
+        entry_link = self.links[concat_ranges(self.start[pos], length)]
+        return entry_flow, entry_link, self.latency[pos]
