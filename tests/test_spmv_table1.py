@@ -116,3 +116,18 @@ def test_sgd_rows_match_table1(neurons, layers):
         ours = (m.avg_volume, m.max_volume, m.avg_messages, m.max_messages)
         for got, want in zip(ours, ref, strict=True):
             assert got * SCALE == pytest.approx(want, rel=0.10), (neurons, p, got, want)
+
+
+@pytest.mark.parametrize("parts", [7, 32, 1024])
+def test_comm_plan_from_the_random_partitions_reads_is_the_same(parts):
+    """comm_plan reusing the random backend's remote reads (its cut) gives the same
+    messages, work counts and dtypes as computing them afresh."""
+    net = graph_challenge_radixnet(1024, 3)
+    reads: list = []
+    part = partition_network(net, parts, "random", seed=2, status=False, reads=reads)
+    assert len(reads) == 3 and [2 * r.size for r in reads] == list(part.cut)
+    fresh, reused = comm_plan(net, part), comm_plan(net, part, reads)
+    for a, b in zip(fresh, reused, strict=True):
+        for f in ("src", "dst", "words", "rows", "nnz", "nnz_remote", "rows_remote"):
+            x, y = getattr(a, f), getattr(b, f)
+            assert x.dtype == y.dtype and np.array_equal(x, y), f

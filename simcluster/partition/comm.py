@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from simcluster.partition.keys import unique_counts, unique_counts_sorted, unique_sorted
-from simcluster.partition.network import NetworkPartition
+from simcluster.partition.network import NetworkPartition, remote_reads
 from simcluster.workload.sparse import SparseDNN, SparseLayer
 
 __all__ = ["LayerComm", "layer_comm", "comm_plan", "PartitionMetrics", "table1_metrics"]
@@ -60,37 +60,62 @@ class LayerComm:
     def volume(self) -> int:
         return int(self.words.sum())
 
+    def _src_bounds(self) -> np.ndarray:
+        """Where each processor's messages start in ``src`` (sorted), and the end."""
+        return np.searchsorted(self.src, np.arange(self.parts + 1))
+
     def send_words(self) -> np.ndarray:
-        return np.bincount(self.src, weights=self.words, minlength=self.parts).astype(np.int64)
+        total = np.zeros(self.words.size + 1, dtype=np.int64)
+        np.cumsum(self.words, out=total[1:])
+        return np.diff(total[self._src_bounds()])
 
     def recv_words(self) -> np.ndarray:
         return np.bincount(self.dst, weights=self.words, minlength=self.parts).astype(np.int64)
 
     def send_messages(self) -> np.ndarray:
-        return np.bincount(self.src, minlength=self.parts)
+        return np.diff(self._src_bounds())
 
     def recv_messages(self) -> np.ndarray:
         return np.bincount(self.dst, minlength=self.parts)
 
 
 def layer_comm(
-    layer: SparseLayer, in_owner: np.ndarray, out_owner: np.ndarray, parts: int
+    layer: SparseLayer,
+    in_owner: np.ndarray,
+    out_owner: np.ndarray,
+    parts: int,
+    reads: np.ndarray | None = None,
 ) -> LayerComm:
-    """Messages of one layer: ``in_owner`` places ``x^{k-1}``, ``out_owner`` the rows."""
+    """Messages of one layer: ``in_owner`` places ``x^{k-1}``, ``out_owner`` the rows.
+
+    reads: the layer's :func:`~simcluster.partition.network.remote_reads` for these
+    owners where already computed (the random partitioner's cut), else None.
+    """
     p = int(parts)
     in_owner = np.asarray(in_owner, dtype=np.int64)
     out_owner = np.asarray(out_owner, dtype=np.int64)
-    r = out_owner[layer.row_of_nnz]
-    c = in_owner[layer.indices]
+    cols = max(int(layer.cols), 1)
+    small = max(cols, p) * p < 1 << 31  # keys fit 32 bits
+    dt = np.int32 if small else np.int64
+    r = out_owner.astype(dt)[layer.row_of_nnz]
+    c = in_owner.astype(dt)[layer.indices]
     remote = c != r
+    local = np.flatnonzero(~remote)  # few: most reads cross parts
     nnz = np.bincount(r, minlength=p)
-    nnz_remote = np.bincount(r[remote], minlength=p)
+    nnz_remote = nnz - np.bincount(r[local], minlength=p)
     rows = np.bincount(out_owner, minlength=p)
-    has_remote = np.bincount(layer.row_of_nnz[remote], minlength=layer.rows) > 0
+    # a row has a remote nonzero unless all of its nonzeros are local
+    has_remote = np.bincount(layer.row_of_nnz[local], minlength=layer.rows) < layer.row_nnz
     rows_remote = np.bincount(out_owner[np.flatnonzero(has_remote)], minlength=p)
     # every (column, reader part) once; a message entry where reader != owner
-    cols = max(int(layer.cols), 1)
-    if p * p * cols < 1 << 62:  # one sort by (owner, reader, column)
+    if small:  # 32-bit sorts: (column, reader) once, then by (owner, reader)
+        p32 = np.int32(p)
+        if reads is None or reads.dtype != dt:
+            reads = remote_reads(layer.indices, r, remote, cols, p)
+        col, reader = np.divmod(reads, p32)
+        pairs, words = unique_counts(in_owner.astype(dt)[col] * p32 + reader)
+        pairs = pairs.astype(np.int64)
+    elif p * p * cols < 1 << 62:  # one sort by (owner, reader, column)
         keys = unique_sorted(((c * p + r) * cols + layer.indices)[remote])
         pairs, words = unique_counts_sorted(keys // cols)
     else:
@@ -110,10 +135,20 @@ def layer_comm(
     )
 
 
-def comm_plan(net: SparseDNN, partition: NetworkPartition) -> list[LayerComm]:
-    """:class:`LayerComm` of every layer, ``W^1`` first."""
+def comm_plan(
+    net: SparseDNN, partition: NetworkPartition, reads: list | None = None
+) -> list[LayerComm]:
+    """:class:`LayerComm` of every layer, ``W^1`` first.
+
+    reads: each layer's remote reads as :func:`partition_network` kept them (its
+    ``reads`` argument) for this partition, or None.
+    """
     o = partition.owners
-    return [layer_comm(w, o[k], o[k + 1], partition.parts) for k, w in enumerate(net.layers)]
+    if not reads or len(reads) != len(net.layers):
+        reads = [None] * len(net.layers)
+    return [
+        layer_comm(w, o[k], o[k + 1], partition.parts, reads[k]) for k, w in enumerate(net.layers)
+    ]
 
 
 @dataclass(frozen=True)

@@ -42,7 +42,7 @@ from simcluster.partition.hypergraph import (
     connectivity_cut,
     input_owners,
 )
-from simcluster.partition.keys import count_unique
+from simcluster.partition.keys import unique_sorted
 from simcluster.partition.shipped import load_shipped, shipped_path
 from simcluster.workload.sparse import SparseDNN
 
@@ -231,14 +231,31 @@ def _random_rows(rows: int, parts: int, seed: int) -> np.ndarray:
     return even_random_parts(rows, parts, np.random.default_rng([seed, rows, parts]))
 
 
-def _pin_cut(layer, in_owner: np.ndarray, rows: np.ndarray, parts: int) -> int:
+def remote_reads(
+    indices: np.ndarray, reader: np.ndarray, remote: np.ndarray, cols: int, parts: int
+) -> np.ndarray:
+    """Every (column, reader part) of a layer's remote reads once: the sorted distinct
+    ``column * parts + reader`` of the nonzeros where ``remote`` (the reader does not
+    own the column's input), in 32 bits when ``columns * parts`` fits them.
+
+    indices: column (< ``cols``) of every nonzero; reader: part of every nonzero's row.
+    """
+    dt = np.int32 if int(cols) * int(parts) < 1 << 31 else np.int64
+    key = indices.astype(dt, copy=False) * dt(parts) + reader.astype(dt, copy=False)
+    return unique_sorted(key[remote])
+
+
+def _pin_cut(layer, in_owner: np.ndarray, rows: np.ndarray, parts: int, keep=None) -> int:
     """:func:`connectivity_cut` of a phase without its hypergraph: every net has its
     fixed vertex, so ``lambda - 1`` counts the parts other than the input's owner
-    that read it (cost 2 each)."""
-    reader = rows[layer.row_of_nnz]
-    col = layer.indices.astype(np.int64)
-    remote = reader != in_owner[col]
-    return NET_COST * count_unique((col * parts + reader)[remote])
+    that read it (cost 2 each). ``keep``: a list the :func:`remote_reads` go to."""
+    dt = np.int32 if int(layer.cols) * int(parts) < 1 << 31 else np.int64
+    reader = rows.astype(dt, copy=False)[layer.row_of_nnz]
+    remote = reader != in_owner[layer.indices]
+    reads = remote_reads(layer.indices, reader, remote, layer.cols, parts)
+    if keep is not None:
+        keep.append(reads)
+    return NET_COST * int(reads.size)
 
 
 def partition_network(
@@ -255,11 +272,14 @@ def partition_network(
     threads: int | None = None,
     progress: Progress | None = None,
     status: bool = True,
+    reads: list | None = None,
 ) -> NetworkPartition:
     """Partition every layer of ``net`` into ``parts`` (section-5 model, or random).
 
     ``status``: progress on stderr (a self-overwriting line on a terminal, else a
-    plain line every 30 s; see :class:`_StatusLine`).
+    plain line every 30 s; see :class:`_StatusLine`). ``reads``: a list that gets
+    each layer's :func:`remote_reads` where the random backend computes them (its
+    cut), for :func:`~simcluster.partition.comm.comm_plan` to reuse.
     """
     if backend not in BACKENDS:
         from simcluster.errors import UnknownNameError
@@ -310,7 +330,7 @@ def partition_network(
                 prev = even_random_parts(layer.cols, parts, rng_in)
                 owners.append(prev)
             phase_s.append(time.perf_counter() - t0)
-            cut.append(_pin_cut(layer, prev, rows, parts))
+            cut.append(_pin_cut(layer, prev, rows, parts, reads))
             owners.append(rows)
             prev = rows
             if progress:

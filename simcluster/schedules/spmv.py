@@ -128,8 +128,10 @@ _METRICS: dict[tuple, PartitionMetrics] = {}
 
 
 def _key(o: SpMVOptions, parts: int, seed: int) -> tuple:
+    # the options that build the network name it (the generators are deterministic):
+    # no hash of its nonzeros needed here
     return (
-        network_for(o).fingerprint,
+        _network_key(o),
         parts,
         o.partitioner,
         o.epsilon,
@@ -147,6 +149,7 @@ def partition_for(
     key = _key(o, parts, seed)
     hit = _PARTS.get(key)
     if hit is None:
+        reads: list = []  # the random backend's remote reads, reused by comm_plan
         part = partition_network(
             net,
             parts,
@@ -160,8 +163,10 @@ def partition_for(
             threads=o.threads,
             progress=progress,
             status=status,
+            reads=reads,
         )
-        plan = comm_plan(net, part)
+        plan = comm_plan(net, part, reads)
+        del reads
         hit = (part, plan, table1_metrics(plan, part))
         if len(_PARTS) >= 16:
             _PARTS.pop(next(iter(_PARTS)))
@@ -281,34 +286,46 @@ def _exchange(
     lc: LayerComm, node: np.ndarray, pairs: _NodePairs, cost: _Costs, wire: int
 ) -> _Exchange:
     P, wb = lc.parts, cost.wb
+    words = lc.words
     src_node, dst_node = node[lc.src], node[lc.dst]
     inter = src_node != dst_node
-    # message sizes repeat: price each distinct size once
-    sizes, at = unique_inverse(lc.words)
+    intra = np.flatnonzero(~inter)
+    # message sizes repeat: price each distinct size once, then look them up by size
+    sizes = np.flatnonzero(np.bincount(words)) if words.size else words
+    top = int(sizes[-1]) + 1 if sizes.size else 1
     gather = cost.elementwise(sizes, 2 * wb + 4)  # read value + index, write buffer
     shm = cost.elementwise(sizes, 2 * wb)  # a copy through shared memory (intra-node)
-    scatter = cost.elementwise(sizes, 3 * wb + 4)[at]  # read buffer, add into s, index
-    # per message: gather + 0.0 (inter-node) or gather + shm, priced per size
-    pack = np.concatenate([gather + 0.0, gather + shm])[at + sizes.size * ~inter]
+    lut = np.zeros((3, top))
+    lut[0, sizes] = gather + 0.0  # inter-node: the gather
+    lut[1, sizes] = gather + shm  # intra-node: gather + copy
+    lut[2, sizes] = cost.elementwise(sizes, 3 * wb + 4)  # read buffer, add into s, index
+    pack = lut[0][words]
+    pack[intra] = lut[1][words[intra]]
+    scatter = lut[2][words]
 
     def per_rank(who: np.ndarray, t: np.ndarray) -> np.ndarray:
         return np.bincount(who, weights=t, minlength=P) if t.size else np.zeros(P)
 
     width = pairs.width
-    code = (src_node * width + dst_node)[inter]
-    words = lc.words[inter]
-    if code.size and width * width <= 2 * code.size + (1 << 12):  # node pairs by bincount
-        keys = np.flatnonzero(np.bincount(code, minlength=width * width))
-        nbytes = np.bincount(code, weights=words, minlength=width * width)[keys] * wire
+    n_inter = words.size - intra.size
+    if n_inter and width * width <= 2 * n_inter + (1 << 12):  # node pairs by bincount
+        code = src_node * width + dst_node  # intra-node messages on the diagonal
+        total = np.bincount(code, weights=words, minlength=width * width)
+        total[:: width + 1] = 0
+        # a node pair with messages has words (every message has >= 1)
+        keys = np.flatnonzero(total if sizes[0] > 0 else np.bincount(code, minlength=total.size))
+        if sizes[0] == 0:
+            keys = keys[keys % (width + 1) != 0]
+        nbytes = total[keys] * wire
     else:
-        keys, inv = unique_inverse(code)
-        nbytes = np.bincount(inv, weights=words) * wire if keys.size else np.zeros(0)
+        keys, inv = unique_inverse((src_node * width + dst_node)[inter])
+        nbytes = np.bincount(inv, weights=words[inter]) * wire if keys.size else np.zeros(0)
     mean = float(nbytes.mean()) if nbytes.size else 0.0
     back_keys = (keys % width) * width + keys // width  # the same node pairs, reversed
     return _Exchange(
         forward=CollectiveCall("p2p", pairs(keys), mean, "direct"),
         backward=CollectiveCall("p2p", pairs(back_keys), mean, "direct"),
-        sends=np.bincount(lc.src, minlength=P) > 0,
+        sends=lc.send_messages() > 0,
         recvs=np.bincount(lc.dst, minlength=P) > 0,
         pack=per_rank(lc.src, pack),
         back_pack=per_rank(lc.dst, pack),
@@ -363,13 +380,17 @@ class _Slots:
     def programs(self) -> list[RankClass]:
         if not self.codes:
             return [RankClass(f"r{m}", (m,)) for m in range(self.P)]
-        table = np.stack(self.codes, axis=1)  # rank x slot
-        shapes, first, inv = np.unique(table, axis=0, return_index=True, return_inverse=True)
-        inv = inv.reshape(-1)
+        table = np.ascontiguousarray(np.stack(self.codes, axis=1))  # rank x slot
+        # rows grouped by their bytes, groups in order of lowest rank
+        group: dict[bytes, int] = {}
+        rows = table.view(np.dtype((np.void, table.shape[1]))).reshape(-1).tolist()
+        inv = np.fromiter(
+            (group.setdefault(b, len(group)) for b in rows), dtype=np.intp, count=self.P
+        )
         out = []
-        for g in np.argsort(first, kind="stable").tolist():  # in order of lowest rank
+        for g in range(len(group)):
             ranks = np.flatnonzero(inv == g)
-            row = shapes[g].tolist()
+            row = table[ranks[0]].tolist()
             ops = [self.variants[s][c] for s, c in enumerate(row) if c >= 0]
             timed = [s for s, c in enumerate(row) if c >= 0 and self.times[s] is not None]
             cols = [self.times[s][ranks] for s in timed]  # type: ignore[index]
@@ -436,6 +457,8 @@ class SpMV(Schedule):
         nodes, first = np.unique(node, return_index=True)
         rep[nodes] = first  # lowest rank of each node
         pairs = _NodePairs(rep)
+        if pairs.width * pairs.width < 1 << 31:  # node-pair codes fit 32 bits: half the bytes
+            node = node.astype(np.int32)
         ex = [_exchange(lc, node, pairs, cost, ctx.batch * wb) for lc in plan]
         slots = _Slots(P)
 

@@ -109,12 +109,12 @@ def _mixed_radix_layer(n: int, radix: int, place: int, b_in: int, b_out: int) ->
 
 
 def _layer_from_table(rows: int, cols: int, table: np.ndarray) -> SparseLayer:
-    table = np.sort(table, axis=1)
+    table = np.sort(table.astype(np.int32), axis=1)  # column ids < 2**31: sorted in 32 bits
     k = table.shape[1]
     if k > 1 and np.any(table[:, 1:] == table[:, :-1]):
         raise ValueError("a neuron would be joined twice to the same input; check the radices")
     indptr = np.arange(rows + 1, dtype=np.int64) * k
-    return SparseLayer(rows, cols, indptr, table.reshape(-1).astype(np.int32))
+    return SparseLayer(rows, cols, indptr, table.reshape(-1))
 
 
 def radixnet(
