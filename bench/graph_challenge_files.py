@@ -13,11 +13,13 @@ Usage (from the repository root; a few minutes of CPU for --layers 120)::
         --parts 32 64
 
 Prints, for the files and for ``graph_challenge_radixnet`` (same N and layers,
-unpermuted and permuted): row / column degree sets, distinct row patterns (twin
-groups), how many layers are the same matrix, and then Table 1's average / max
-volume and message counts per rank for random rows (R) and hypergraph partitions
-(H, the repository's partitioner with its shipped preset, epsilon 0.01) with the
-H / R ratios. The network's partitions are not cached (``cache=False``).
+unpermuted and permuted): row / column degree sets, twin groups (rows with the
+same inputs) per layer, how many layers are distinct matrices, the most input
+twin groups of layer k + 1 that one output twin group of layer k meets (1 =
+aligned), and then Table 1's average / max volume and message counts per rank
+per layer for random rows (R) and hypergraph partitions (H: the repository's
+partitioner with its shipped preset, epsilon 0.01; with ``--independent`` every
+layer alone, inputs not pinned) with the H / R ratios. Partitions are not cached.
 """
 
 from __future__ import annotations
@@ -28,8 +30,10 @@ from pathlib import Path
 
 import numpy as np
 
+from simcluster.partition.backends import partition_phase
 from simcluster.partition.comm import comm_plan, table1_metrics
-from simcluster.partition.network import partition_network
+from simcluster.partition.hypergraph import build_phase, input_owners
+from simcluster.partition.network import NetworkPartition, partition_network
 from simcluster.workload.radixnet import graph_challenge_radixnet
 from simcluster.workload.sparse import SparseDNN, SparseLayer
 
@@ -98,10 +102,26 @@ def structure(net: SparseDNN) -> dict:
     }
 
 
-def table1(net: SparseDNN, parts: int, backend: str) -> tuple:
+def _independent(net: SparseDNN, parts: int, backend: str) -> NetworkPartition:
+    """Every layer partitioned alone (no input pinned where the previous layer put it)."""
+    rows = [
+        partition_phase(build_phase(w, None), parts, backend, 0.01, k)
+        for k, w in enumerate(net.layers, start=1)
+    ]
+    owners = (input_owners(net.layers[0], rows[0], parts), *rows)
+    zeros = (0.0,) * net.num_layers
+    return NetworkPartition(net.name, parts, backend, 0.01, 0, owners, zeros, (0,) * len(zeros))
+
+
+def table1(net: SparseDNN, parts: int, backend: str, independent: bool = False) -> tuple:
     t = time.process_time()
     reads: list = []
-    part = partition_network(net, parts, backend, 0.01, 0, cache=False, status=False, reads=reads)
+    if independent and backend != "random":
+        part = _independent(net, parts, backend)
+    else:
+        part = partition_network(
+            net, parts, backend, 0.01, 0, cache=False, status=False, reads=reads
+        )
     m = table1_metrics(comm_plan(net, part, reads), part)
     return m, time.process_time() - t
 
@@ -114,6 +134,11 @@ def main() -> None:
     ap.add_argument("--parts", type=int, nargs="+", default=[32, 64])
     ap.add_argument("--backend", default="kahypar", help="hypergraph backend (H rows)")
     ap.add_argument("--no-partition", action="store_true")
+    ap.add_argument(
+        "--independent",
+        action="store_true",
+        help="H: partition every layer alone (inputs not pinned to the previous layer)",
+    )
     a = ap.parse_args()
     nets = {
         "files": read_network(a.folder, a.neurons, a.layers),
@@ -130,7 +155,7 @@ def main() -> None:
     for name, net in nets.items():
         for p in a.parts:
             r, tr = table1(net, p, "random")
-            h, th = table1(net, p, a.backend)
+            h, th = table1(net, p, a.backend, a.independent)
             for lab, m, t in (("R", r, tr), ("H", h, th)):
                 print(
                     f"{name:20s} {p:4d} {lab:3s} {m.avg_volume:8.1f} {m.max_volume:8.1f} "
