@@ -80,9 +80,9 @@ What is checked, and what is assumed (issue 16):
   ``kron(ones(16, 16), A)`` with the radix-2 place values 1, 2, ..., 32 in
   turn (the bipartite quotient over twin groups has the same cycle structure,
   layer by layer), so the 16 (last layer of a system: 32) twins are there.
-  Layers 1-6 are exactly that product in the layout ``b * 64 + x`` (a file
-  entry joins ``y`` to ``y + p``, ours to ``y - p``: the same up to
-  ``x -> -x``). From layer 7 on, the rows keep that layout but the columns of
+  Layers 1-6 are exactly that product in the layout ``b * 64 + x`` (output
+  ``y`` reads inputs ``y`` and ``y + p`` there, ``y`` and ``y - p`` here: the
+  same up to ``x -> -x``). From layer 7 on, the rows keep that layout but the columns of
   the six layers of each later system are relabelled by one permutation of
   all 1024 neurons (their input twin groups coincide within a system and
   differ between systems), which does not match the previous layer's rows: a
