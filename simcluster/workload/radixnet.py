@@ -73,6 +73,42 @@ What is checked, and what is assumed (issue 16):
   generator is unchanged (GENERATOR_VERSION 1) and the H rows stay open.
 - ``permute`` relabels consistently (the rows of ``W^k`` and the columns of
   ``W^(k+1)`` alike), so no metric depends on it.
+- The published N = 1024 files themselves (issue 16; read from a public copy,
+  nothing shipped; ``python bench/graph_challenge_files.py FOLDER --layers
+  120 --parts 32 64``): every layer has 32 inputs and 32 outputs per neuron
+  and is, up to separate row and column relabelling, this module's layer
+  ``kron(ones(16, 16), A)`` with the radix-2 place values 1, 2, ..., 32 in
+  turn (the bipartite quotient over twin groups has the same cycle structure,
+  layer by layer), so the 16 (last layer of a system: 32) twins are there.
+  Layers 1-6 are exactly that product in the layout ``b * 64 + x`` (output
+  ``y`` reads inputs ``y`` and ``y + p`` there, ``y`` and ``y - p`` here: the
+  same up to ``x -> -x``). From layer 7 on, the rows keep that layout but the columns of
+  the six layers of each later system are relabelled by one permutation of
+  all 1024 neurons (their input twin groups coincide within a system and
+  differ between systems), which does not match the previous layer's rows: a
+  twin group of layer k's outputs meets up to 31 input twin groups of layer
+  k + 1 (ours: at most 2). This inter-layer misalignment is what this
+  generator lacks; the random rows cannot see it (files and generator alike:
+  R average volume 638.8 / 403.5 words, 31.00 / 62.97 messages at P = 32 /
+  64). KaHyPar (shipped preset, epsilon 0.01, 120 layers) gives H / R ratios
+  on the files of 0.064 / 0.071 (average volume) and 0.72 / 0.37 (average
+  messages) at P = 32 / 64, against 0.046 / 0.043 and 0.059 / 0.021 for this
+  generator and the paper's 0.34 / 0.31 and 0.96 / 0.82. This generator with
+  the columns of layers 7-120 relabelled by an independent random permutation
+  per layer gives 0.064 / 0.072 and 0.725 / 0.373 (a script outside the
+  repository), i.e. the files' figures. So the network explains part of the
+  message-count gap (0.06 -> 0.72 at P = 32) but not the volume gap (0.06
+  against 0.34): on the published network KaHyPar still moves about 5x less
+  than the paper's partitions. Neither the backend nor the pinned inputs
+  change that: Mt-KaHyPar (deterministic preset) on the files gives 0.066 /
+  0.075 and 0.72 / 0.38, and partitioning every layer alone
+  (``--independent``, inputs not pinned where the previous layer put them)
+  0.068 / 0.078 and 0.73 / 0.38. A 16-twin layer lets any partitioner keep
+  each twin group's rows together, so an input goes to about two ranks against
+  about 20 for random rows, which bounds the volume ratio near 0.1 whatever
+  the inter-layer labelling. What the paper's H figures measured (PaToH and
+  its settings, another hypergraph model or balance rule, other networks)
+  stays open.
 """
 
 from __future__ import annotations
