@@ -99,6 +99,11 @@ def no_such_scenario(path: str | Path) -> str:
         near = did_you_mean(p.name, list_scenarios())
         if near:
             msg += "; did you mean " + " or ".join(repr(n) for n in near) + "?"
+    elif p.parent.is_dir():  # a path: near misses among the files of its folder
+        files = sorted(f.name for f in p.parent.iterdir() if f.suffix in (".yaml", ".yml"))
+        near = did_you_mean(p.name, files)
+        if near:
+            msg += "; did you mean " + " or ".join(repr(str(p.parent / n)) for n in near) + "?"
     return msg
 
 

@@ -245,6 +245,15 @@ def test_misspelt_scenario_name_gets_did_you_mean(tmp_path, capsys, monkeypatch,
     assert "no such scenario file" in line and f"did you mean '{near}'" in line
 
 
+def test_misspelt_scenario_path_gets_did_you_mean_from_its_folder(tmp_path, capsys):
+    (tmp_path / "mine.yaml").write_text("name: mine\n")
+    assert main(["run", str(tmp_path / "mien.yaml")]) == 2
+    line = _error(capsys)
+    assert "no such scenario file" in line and f"did you mean '{tmp_path / 'mine.yaml'}'" in line
+    assert main(["run", str(tmp_path / "qqqqqqqqqqqq.yaml")]) == 2
+    assert "did you mean" not in _error(capsys)
+
+
 def test_derive_refuses_measures_spec_flag(tmp_path, capsys):
     out = tmp_path / "d.json"
     argv = ["calibrate", "derive", "--from", "h100-sxm-80gb-measured", "--target",
