@@ -99,12 +99,23 @@ def no_such_scenario(path: str | Path) -> str:
         near = did_you_mean(p.name, list_scenarios())
         if near:
             msg += "; did you mean " + " or ".join(repr(n) for n in near) + "?"
-    elif p.parent.is_dir():  # a path: near misses among the files of its folder
-        files = sorted(f.name for f in p.parent.iterdir() if f.suffix in (".yaml", ".yml"))
-        near = did_you_mean(p.name, files)
+    else:
+        near = near_yaml_files(p)
         if near:
-            msg += "; did you mean " + " or ".join(repr(str(p.parent / n)) for n in near) + "?"
+            msg += "; did you mean " + " or ".join(repr(n) for n in near) + "?"
     return msg
+
+
+def near_yaml_files(path: str | Path) -> list[str]:
+    """For a YAML path that is not there: near misses among the YAML files of its
+    folder, as paths (empty when the folder does not exist or nothing is near)."""
+    from simcluster.errors import did_you_mean
+
+    p = Path(path)
+    if not p.parent.is_dir():
+        return []
+    files = sorted(f.name for f in p.parent.iterdir() if f.suffix in (".yaml", ".yml"))
+    return [str(p.parent / n) for n in did_you_mean(p.name, files)]
 
 
 def find_scenario(name_or_path: str | Path) -> Path:

@@ -254,6 +254,15 @@ def test_misspelt_scenario_path_gets_did_you_mean_from_its_folder(tmp_path, caps
     assert "did you mean" not in _error(capsys)
 
 
+def test_misspelt_topology_path_gets_did_you_mean_from_its_folder(tmp_path, capsys):
+    (tmp_path / "mynode.yaml").write_text("name: mynode\n")
+    argv = ["nccl-tests", "--topology", str(tmp_path / "mynod.yaml"), "--nodes", "1"]
+    assert main(argv) == 2
+    line = _error(capsys)
+    assert "topology file not found" in line
+    assert f"did you mean '{tmp_path / 'mynode.yaml'}'" in line
+
+
 def test_derive_refuses_measures_spec_flag(tmp_path, capsys):
     out = tmp_path / "d.json"
     argv = ["calibrate", "derive", "--from", "h100-sxm-80gb-measured", "--target",

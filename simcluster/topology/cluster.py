@@ -23,7 +23,7 @@ import networkx as nx
 import numpy as np
 
 from simcluster.errors import ConfigError, UnknownNameError
-from simcluster.paths import topologies_dir, topology_dirs
+from simcluster.paths import near_yaml_files, topologies_dir, topology_dirs
 from simcluster.topology.builders import FABRICS, NODE_BUILDERS, Fabric, defaults_used
 from simcluster.topology.fabric import FatTree
 from simcluster.topology.nodes import NodeTemplate
@@ -673,6 +673,7 @@ def _resolve(name_or_path: str) -> Path:
             s,
             "topology file not found",
             "a shipped name (" + ", ".join(list_topologies()) + ") or a .yaml path",
+            near_yaml_files(p),
         )
     shipped = _named(f"{s}.yaml")
     if shipped is not None:
