@@ -140,6 +140,41 @@ def test_graph_challenge_radixnet_shape_and_seed():
         graph_challenge_radixnet(1000, 3)
 
 
+def test_graph_challenge_inputs_relabelled_per_system():
+    """Layers 1-6 (N = 1024: one radix-2 system of 6 layers) keep the layout; from
+    layer 7 the inputs of each 6-layer pass share one permutation, rows unchanged."""
+    net = graph_challenge_radixnet(1024, 19, permute=False)
+    base = radixnet([[2] * 6], 16, layers=19)  # the unrelabelled layout
+    same = [
+        np.array_equal(a.indices, b.indices) for a, b in zip(net.layers, base.layers, strict=True)
+    ]
+    assert same[:6] == [True] * 6 and not any(same[6:])
+    for g, layers in ((1, range(6, 12)), (2, range(12, 18)), (3, range(18, 19))):
+        for k in layers:
+            ours = net.layers[k].indices.reshape(1024, 32)
+            # the pass's one permutation (the documented seed rule) maps the layout's
+            # inputs to ours, row by row
+            b = base.layers[k].indices.reshape(1024, 32)
+            sigma = np.random.default_rng([0x72656C, 0, 1024, g]).permutation(1024)
+            assert np.array_equal(np.sort(sigma[b], axis=1), ours)
+    # deterministic, and the first passes do not depend on the depth
+    short = graph_challenge_radixnet(1024, 8, permute=False)
+    assert all(
+        np.array_equal(a.indices, b.indices)
+        for a, b in zip(short.layers, net.layers[:8], strict=True)
+    )
+    # the relabelling breaks the alignment between layers 6 and 7: the outputs of one
+    # twin group of layer 6 now reach many input twin groups of layer 7 (layout: 2)
+    w7 = net.layers[6].indices.reshape(1024, 32)
+    groups7 = {tuple(r) for r in w7}
+    col_group = np.empty(1024, dtype=np.int64)
+    for i, g in enumerate(groups7):
+        col_group[list(g)] = i
+    twins6 = np.arange(1024) % 64  # rows of layer 6 with the same inputs: same x
+    met = max(len(set(col_group[twins6 == x])) for x in range(64))
+    assert met > 2
+
+
 def test_random_k_per_row_is_seeded_and_distinct():
     a = random_k_per_row(64, 3, 5, seed=3)
     b = random_k_per_row(64, 3, 5, seed=3)
