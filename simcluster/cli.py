@@ -306,6 +306,7 @@ def cmd_nccl_tests(args: argparse.Namespace) -> int:
     from simcluster.compute import load_network_profile
     from simcluster.network.transport import with_transport
     from simcluster.report.nccl_tests import (
+        check_buffers_fit,
         format_rows,
         parse_size,
         run_nccl_tests,
@@ -318,33 +319,21 @@ def cmd_nccl_tests(args: argparse.Namespace) -> int:
     ctx = CommContext.from_profile(cluster, with_transport(netp, cluster))
     sizes = sizes_between(parse_size(args.minbytes, "-b"), parse_size(args.maxbytes, "-e"),
                           args.stepfactor)  # fmt: skip
-    launch = 0.0
     if args.ngpus < 1:
         raise ConfigError(None, "-g", args.ngpus, "GPUs per thread must be at least 1")
-    if args.ngpus > 1:  # one thread drives -g GPUs: their launches bound small sizes
-        if not args.profile:
-            raise ConfigError(
-                None, "-g", args.ngpus, "needs --profile (a device profile: its launch overhead)"
-            )
+    if args.ngpus > 1 and not args.profile:  # one thread drives -g GPUs: launches bound small sizes
+        raise ConfigError(
+            None, "-g", args.ngpus, "needs --profile (a device profile: its launch overhead)"
+        )
+    launch = 0.0
+    if args.profile:
         from simcluster.compute import load_profile
 
-        launch = load_profile(args.profile).launch_overhead
-    if args.profile and sizes:
-        from simcluster.compute import load_profile
-        from simcluster.report.nccl_tests import NCCL_TEST_OPS
-
-        memory = load_profile(args.profile).memory_bytes
-        # nccl-tests allocates a send and a receive buffer per GPU; allgather and
-        # reduce_scatter have one of them 1/n the size
-        n = cluster.num_ranks
-        need = max(sizes) * (1 + (1 / n if NCCL_TEST_OPS[args.op].per_rank_count else 1))
-        if memory and need > memory:
-            raise ConfigError(
-                None, "-e", args.maxbytes,
-                f"its send and receive buffers take {need / 2**30:.1f} GiB per GPU, more than "
-                f"the {memory / 2**30:.0f} GiB of {args.profile}",
-                f"-e at most {int(memory // (need / max(sizes))) // 2**20}M",
-            )  # fmt: skip
+        device = load_profile(args.profile)
+        if args.ngpus > 1:
+            launch = device.launch_overhead
+        check_buffers_fit(args.op, sizes, cluster.num_ranks, device.memory_bytes, args.profile,
+                          args.maxbytes)  # fmt: skip
     rows = run_nccl_tests(ctx, args.op, sizes, args.network_model, args.algo, args.proto,
                           gpus_per_thread=args.ngpus, launch_s=launch)  # fmt: skip
     if args.json:

@@ -112,6 +112,26 @@ def sizes_between(begin: int, end: int, factor: int) -> list[int]:
     return out
 
 
+def check_buffers_fit(
+    op: str, sizes: list[int], ranks: int, memory: float | None, profile: str, flag_value: str
+) -> None:
+    """Refuse sizes whose buffers exceed the GPU's ``memory`` (bytes), as real
+    nccl-tests fails to allocate them: a send and a receive buffer per GPU, one of
+    them 1/``ranks`` the size for allgather and reduce_scatter. ``flag_value`` is
+    the ``-e`` the user gave (for the message)."""
+    if not sizes or not memory:
+        return
+    per_byte = 1 + (1 / ranks if NCCL_TEST_OPS[op].per_rank_count else 1)
+    need = max(sizes) * per_byte
+    if need > memory:
+        raise ConfigError(
+            None, "-e", flag_value,
+            f"its send and receive buffers take {need / 2**30:.1f} GiB per GPU, more than "
+            f"the {memory / 2**30:.0f} GiB of {profile}",
+            f"-e at most {int(memory // per_byte) // 2**20}M",
+        )  # fmt: skip
+
+
 def run_nccl_tests(
     ctx: CommContext,
     op: str,
