@@ -142,14 +142,20 @@ def test_nccl_tests_base_profile_typo_gets_did_you_mean(tmp_path, capsys):
 # ----------------------------------------------------------------------------- live runs
 
 
+def _validate_live(tmp_path: Path, data: dict) -> tuple[Path, int]:
+    """Write an edited live-run file and validate it: its path and the exit code."""
+    p = tmp_path / "live.json"
+    p.write_text(json.dumps(data))
+    return p, main(["validate", "--live", str(p), "--out", str(tmp_path / "v"), "--no-plot"])
+
+
 def test_live_run_with_a_rank_outside_its_collective_group(tmp_path, capsys):
     data = json.loads(LIVE.read_text())
     ops = data["ranks"][0]["patterns"]["ddp"]["ops"][0]
     call = next(o for o in ops if o["kind"] != "compute")
     call["groups"] = [[1]]  # rank 0 calls a collective of a group it is not in
-    p = tmp_path / "live.json"
-    p.write_text(json.dumps(data))
-    assert main(["validate", "--live", str(p), "--out", str(tmp_path / "v"), "--no-plot"]) == 2
+    p, code = _validate_live(tmp_path, data)
+    assert code == 2
     line = _error(capsys)
     assert str(p) in line and "malformed live-run file" in line
 
@@ -364,10 +370,8 @@ def test_live_run_with_a_non_ascii_pattern_name_validates(tmp_path, capsys):
     cfg["patterns"] = ["dp ü" if p == "ddp" else p for p in cfg["patterns"]]
     for r in data["ranks"]:
         r["patterns"]["dp ü"] = r["patterns"].pop("ddp")
-    p = tmp_path / "live.json"
-    p.write_text(json.dumps(data))
     # was: pydantic ValidationError (a case id built from the names)
-    assert main(["validate", "--live", str(p), "--out", str(tmp_path / "v"), "--no-plot"]) == 0
+    assert _validate_live(tmp_path, data)[1] == 0
 
 
 def test_calibrate_gloo_refuses_a_huge_process_count(tmp_path, capsys):
@@ -383,10 +387,9 @@ def test_live_run_whose_ranks_call_different_collectives(tmp_path, capsys):
     op = data["ranks"][0]["patterns"]["fusion"]["ops"][1][27]
     assert op["kind"] != "compute"
     op["phase"] = "renamed"  # rank 0 calls a collective rank 1 never calls
-    p = tmp_path / "live.json"
-    p.write_text(json.dumps(data))
     # was: SimulationError traceback (the engine found collectives waiting forever)
-    assert main(["validate", "--live", str(p), "--out", str(tmp_path / "v"), "--no-plot"]) == 2
+    p, code = _validate_live(tmp_path, data)
+    assert code == 2
     line = _error(capsys)
     assert str(p) in line and "collective calls do not match" in line
 
