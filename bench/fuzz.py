@@ -52,6 +52,7 @@ import tempfile
 import time
 import traceback
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -446,15 +447,8 @@ def make_input(kind: str, rng: random.Random, workdir: Path) -> tuple[list[str],
     n = 1 if rng.random() < 0.7 else rng.randint(2, 4)
     doc = mutate_doc(rng, base, n)
     target = workdir / f"input{suffix}"
-    if rng.random() < 0.12:
-        target.write_bytes(mutate_bytes(rng, dump(base, suffix), suffix))
-        desc = f"{src.name} (bytes)"
-    else:
-        try:
-            target.write_text(dump(doc, suffix))
-        except (ValueError, TypeError, RecursionError):  # not serialisable: write the base
-            target.write_text(dump(base, suffix))
-        desc = f"{src.name} ({n} field(s))"
+    in_bytes = _write_mutant(rng, target, base, suffix, lambda: doc)
+    desc = f"{src.name} (bytes)" if in_bytes else f"{src.name} ({n} field(s))"
     if kind == "scenario":
         scenario = target
     else:
@@ -467,6 +461,22 @@ def make_input(kind: str, rng: random.Random, workdir: Path) -> tuple[list[str],
         scenario.write_text(yaml.safe_dump(sc))
     argv = ["run", str(scenario), "--no-plots", "--out", str(out)]
     return argv, out / "results.json", desc
+
+
+def _write_mutant(
+    rng: random.Random, target: Path, base: Any, suffix: str, mutated: Callable[[], Any]
+) -> bool:
+    """Write ``target``: a byte-level breakage of ``base`` (12 %), else the document
+    ``mutated()`` returns (``base`` where it cannot be serialised). ``mutated`` is a
+    callable so each caller keeps its own order of random draws. True for bytes."""
+    if rng.random() < 0.12:
+        target.write_bytes(mutate_bytes(rng, dump(base, suffix), suffix))
+        return True
+    try:
+        target.write_text(dump(mutated(), suffix))
+    except (ValueError, TypeError, RecursionError):  # not serialisable: write the base
+        target.write_text(dump(base, suffix))
+    return False
 
 
 def _user_file(kind: str, rng: random.Random, workdir: Path) -> tuple[list[str], Path | None, str]:
@@ -502,15 +512,8 @@ def _user_file(kind: str, rng: random.Random, workdir: Path) -> tuple[list[str],
         target.parent.mkdir()
     else:
         target = workdir / f"input{suffix}"
-    if rng.random() < 0.12:
-        target.write_bytes(mutate_bytes(rng, dump(base, suffix), suffix))
-        desc = f"{src_name} (bytes)"
-    else:
-        try:
-            target.write_text(dump(mutate_doc(rng, base, n), suffix))
-        except (ValueError, TypeError, RecursionError):
-            target.write_text(dump(base, suffix))
-        desc = f"{src_name} ({n} field(s))"
+    in_bytes = _write_mutant(rng, target, base, suffix, lambda: mutate_doc(rng, base, n))
+    desc = f"{src_name} (bytes)" if in_bytes else f"{src_name} ({n} field(s))"
     if kind == "live":
         return ["validate", "--live", str(target), "--out", str(out), "--no-plot"], None, desc
     if kind == "references":
