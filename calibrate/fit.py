@@ -23,7 +23,11 @@ __all__ = ["nnls", "fit_cost_model", "fit_alpha_beta"]
 def nnls(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """``argmin ||a x - b||`` subject to ``x >= 0`` (exact, by subset enumeration).
 
-    ``a`` is ``(rows, k)`` with ``k <= 8``; columns are scaled internally.
+    ``a`` is ``(rows, k)`` with ``k <= 8``; columns are scaled internally. Where several
+    feature subsets fit equally well (within ``1e-12 ||b||^2`` of the least residual,
+    as every exact fit of fewer samples than features does), the smallest subset wins,
+    then the first in column order: the choice does not hang on rounding noise, which
+    differs between numpy builds.
     """
     a = np.asarray(a, dtype=np.float64)
     b = np.asarray(b, dtype=np.float64)
@@ -33,19 +37,19 @@ def nnls(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     scale = np.linalg.norm(a, axis=0)
     scale[scale == 0] = 1.0
     an = a / scale
-    best = np.zeros(k)
-    best_res = float(np.sum(b * b))
+    norm2 = float(np.sum(b * b))
+    found: list[tuple[float, tuple[int, ...], np.ndarray]] = [(norm2, (), np.zeros(0))]
     for r in range(1, k + 1):
         for cols in itertools.combinations(range(k), r):
             sub = an[:, cols]
             x, *_ = np.linalg.lstsq(sub, b, rcond=None)
             if np.any(x < 0):
                 continue
-            res = float(np.sum((sub @ x - b) ** 2))
-            if res < best_res * (1 - 1e-12):
-                best_res = res
-                best = np.zeros(k)
-                best[list(cols)] = x
+            found.append((float(np.sum((sub @ x - b) ** 2)), cols, x))
+    least = min(res for res, _, _ in found)
+    res, cols, x = next(f for f in found if f[0] <= least + 1e-12 * norm2)
+    best = np.zeros(k)
+    best[list(cols)] = x
     return best / scale
 
 

@@ -215,6 +215,19 @@ def test_cli_reports_a_broken_profile_without_traceback(tmp_path, capsys):
 # ----------------------------------------------------------------------------- fits
 
 
+def test_nnls_exact_fit_of_few_samples_takes_the_smallest_subset_whatever_the_rounding():
+    """Two samples, three features: several subsets fit exactly; the choice must not
+    hang on rounding noise (numpy builds differ in the last bits of lstsq)."""
+    a = np.array([[1.0, 2.0e12, 3.0e9], [1.0, 5.0e12, 4.0e9]])
+    b = a @ np.array([1e-4, 2e-14, 0.0])
+    picks = []
+    for eps in (0.0, 1e-16, -1e-16, 3e-16):
+        x = nnls(a, b * (1 + eps * np.array([1.0, -1.0])))
+        picks.append(tuple(x > 0))
+        assert a @ x == pytest.approx(b, rel=1e-9)
+    assert picks == [(True, True, False)] * 4  # const and the first feature: 2 of 3
+
+
 def test_nnls_matches_known_solution_and_clips_negative():
     rng = np.random.default_rng(0)
     a = rng.uniform(0.5, 2, size=(40, 3))
