@@ -100,37 +100,19 @@ class _Owner:
             self.event.succeed()
 
 
-def _first_alive(by: np.ndarray, i: int, alive: np.ndarray) -> int:
-    """The first position from ``i`` on whose flow ``by[pos]`` is alive (or ``by.size``)."""
-    step = 16
-    while i < by.size:
-        chunk = alive[by[i : i + step]]
-        j = int(chunk.argmax())
-        if chunk[j]:
-            return i + j
-        i += chunk.size
-        step = min(step * 4, 1 << 14)
-    return i
-
-
 class _Order:
-    """Live flows of a :class:`_FlowTable` sorted by their times and rates, as of
-    one ``epoch`` (no rate changed since). Ended flows are skipped lazily: a
-    flow never comes back to life within an epoch. The sorts need not be
-    stable: what is read from them (the flows at or below a time, put back in
-    index order; the least time; the highest rate) does not depend on ties."""
+    """Live flows of a :class:`_FlowTable` sorted by ``tslack``, as of one ``epoch``
+    (no rate changed since), with the least ``tdone`` and the highest rate of
+    every suffix of that order.
 
-    __slots__ = (
-        "epoch",
-        "by_slack",
-        "slack",
-        "next_slack",
-        "by_done",
-        "done",
-        "next_done",
-        "by_rate",
-        "next_rate",
-    )
+    Within an epoch flows end only here, in ``tslack`` order: the flows from
+    position ``next_slack`` on are exactly the live ones, so the least
+    ``tdone`` and the highest rate of the live flows are the suffix's, read
+    without a scan. (A wake-up that ends flows any other way drops the order.)
+    The sort need not be stable: what is read from it (the flows at or below
+    a time, a least time, a highest rate) does not depend on ties."""
+
+    __slots__ = ("epoch", "by_slack", "slack", "rate", "done_min", "rate_max", "next_slack")
 
     def __init__(
         self,
@@ -141,33 +123,35 @@ class _Order:
         rate: np.ndarray,
     ) -> None:
         self.epoch = epoch
-        self.by_slack = live[np.argsort(tslack[live])]
-        self.slack = tslack[self.by_slack]
+        by = self.by_slack = live[np.argsort(tslack[live])]
+        self.slack = tslack[by]
+        self.rate = rate[by]
+        n = by.size
+        # least tdone / highest rate of by[p:] (inf / 0 past the end)
+        self.done_min = np.full(n + 1, np.inf)
+        self.rate_max = np.zeros(n + 1)
+        if n:
+            self.done_min[:n] = np.minimum.accumulate(tdone[by][::-1])[::-1]
+            self.rate_max[:n] = np.maximum.accumulate(self.rate[::-1])[::-1]
         self.next_slack = 0
-        self.by_done = live[np.argsort(tdone[live])]
-        self.done = tdone[self.by_done]
-        self.next_done = 0
-        self.by_rate = live[np.argsort(-rate[live])]
-        self.next_rate = 0
 
-    def ending(self, now: float, alive: np.ndarray) -> np.ndarray:
-        """Live flows with ``tslack <= now``, in no particular order."""
+    def ending(self, now: float) -> tuple[np.ndarray, np.ndarray]:
+        """(live flows with ``tslack <= now``, in no particular order; their rates);
+        they count as ended from here on."""
+        i = self.next_slack
         stop = int(self.slack.searchsorted(now, side="right"))
-        cand = self.by_slack[self.next_slack : stop]
-        self.next_slack = max(stop, self.next_slack)
-        return cand[alive[cand]]
+        if stop <= i:
+            return self.by_slack[:0], self.rate[:0]
+        self.next_slack = stop
+        return self.by_slack[i:stop], self.rate[i:stop]
 
-    def first_done(self, alive: np.ndarray) -> float:
+    def first_done(self) -> float:
         """The least ``tdone`` of the live flows (inf if none)."""
-        i = self.next_done = _first_alive(self.by_done, self.next_done, alive)
-        by = self.by_done
-        return float(self.done[i]) if i < by.size else np.inf
+        return float(self.done_min[self.next_slack])
 
-    def top_rate(self, rate: np.ndarray, alive: np.ndarray) -> float:
+    def top_rate(self) -> float:
         """The highest rate of the live flows (0 if none)."""
-        i = self.next_rate = _first_alive(self.by_rate, self.next_rate, alive)
-        by = self.by_rate
-        return float(rate[by[i]]) if i < by.size else 0.0
+        return float(self.rate_max[self.next_slack])
 
 
 class _FlowTable:
@@ -227,6 +211,10 @@ class _FlowTable:
         live = np.flatnonzero(self.alive)
         self._order = _Order(self.epoch, live, self.tslack, self.tdone, self.rate)
         return self._order
+
+    def drop_order(self) -> None:
+        """Forget the sorted order (flows ended out of its order)."""
+        self._order = None
 
     def end(self, flows: np.ndarray) -> None:
         self.alive[flows] = False
@@ -358,7 +346,7 @@ class MaxMinNetwork(NetworkBackend):
         # Ended flows have rate 0 and are never picked.
         threshold = l0 * (1 - 1e-9)
         order = ft.order()
-        if order is not None and order.top_rate(ft.rate, ft.alive) < threshold:
+        if order is not None and order.top_rate() < threshold:
             return
         aff = np.flatnonzero(ft.rate >= threshold)
         if aff.size == 0:
@@ -397,7 +385,7 @@ class MaxMinNetwork(NetworkBackend):
         if ft.num_alive == 0:
             return
         order = ft.order()
-        wake = float(ft.tdone.min()) if order is None else order.first_done(ft.alive)
+        wake = float(ft.tdone.min()) if order is None else order.first_done()
         version = self._version
         t = self.env.timeout(max(wake - self.env.now, 0.0))
         t.callbacks.append(lambda _e: self._on_wakeup(version))
@@ -409,11 +397,16 @@ class MaxMinNetwork(NetworkBackend):
         ft = self._flows
         # Flows within a hair of completion finish together (float round-off).
         order = ft.order(build=True)
-        ended = np.flatnonzero(ft.tslack <= now) if order is None else order.ending(now, ft.alive)
+        if order is None:
+            ended = np.flatnonzero(ft.tslack <= now)
+            rates = ft.rate[ended]
+        else:
+            ended, rates = order.ending(now)
         if ended.size == 0:  # numerical slack: finish the closest
             ended = np.flatnonzero(ft.tdone <= ft.tdone.min())
+            rates = ft.rate[ended]
+            ft.drop_order()  # these may lie anywhere in its tslack order
         # A flow's rate is the level of its bottleneck, the lowest of its links.
-        rates = ft.rate[ended]
         l0 = float(rates.min())
         self._unloaded.append((ended, rates))
         if ft.sole_owner >= 0:
