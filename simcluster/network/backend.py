@@ -274,8 +274,11 @@ class MaxMinNetwork(NetworkBackend):
         self._flows = _FlowTable()
         self._owners: dict[int, _Owner] = {}
         self._next_owner = 0
-        #: bytes/s carried on each link by live flows
-        self._load = np.zeros(self.capacity.size)
+        #: bytes/s carried on each link by live flows; after a full solve, None until
+        #: a re-solve reads it (see :meth:`_load_now`)
+        self._load: np.ndarray | None = np.zeros(self.capacity.size)
+        #: the last full solve's (links, links per flow, rates), that ``_load`` is made of
+        self._solved: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
         #: flows ended since ``_load`` was last brought up to date (each wake-up's
         #: in any order), with their rates: taken off in one ``np.add.at`` (the
         #: same additions in the same order: each wake-up's flows by index) only
@@ -328,16 +331,27 @@ class MaxMinNetwork(NetworkBackend):
         ft = self._flows
         # compact_and_add lays every flow's links out back to back: all entries
         # are the table itself, in flow order
-        local = np.repeat(np.arange(ft.count), ft.nlinks)
-        links = ft.links
+        links, nlinks = ft.links, ft.nlinks
         if known is not None and known.size == ft.count:
             rates = known
         else:
-            rates = self._full_rates(local, links)
+            rates = self._full_rates(np.repeat(np.arange(ft.count), nlinks), links)
         self.rate_updates += 1
         ft.set_rates(slice(None), rates, self.env.now)
-        self._load = np.bincount(links, weights=rates[local], minlength=self.capacity.size)
+        # the per-link load is summed only if a re-solve reads it (most tables end
+        # without one): these arrays are not changed in place, only replaced
+        self._load, self._solved = None, (links, nlinks, rates)
         self._unloaded.clear()
+
+    def _load_now(self) -> np.ndarray:
+        """``_load``, summed from the last full solve's rates if not yet (bytes/s)."""
+        if self._load is None:
+            assert self._solved is not None
+            links, nlinks, rates = self._solved
+            local = np.repeat(np.arange(nlinks.size), nlinks)
+            self._load = np.bincount(links, weights=rates[local], minlength=self.capacity.size)
+            self._solved = None
+        return self._load
 
     def _resolve_from(self, l0: float, now: float) -> None:
         """Re-solve the live flows at rate ``l0`` (bytes/s) or faster."""
@@ -374,10 +388,10 @@ class MaxMinNetwork(NetworkBackend):
     def _partial_rates(self, aff: np.ndarray, local: np.ndarray, links: np.ndarray) -> np.ndarray:
         """Max-min rates of the flows ``aff`` (entries ``local``, ``links``) on what
         the other live flows leave of each link (``_load``, theirs only)."""
-        return maxmin_rates(local, links, aff.size, self.capacity, self._load)
+        return maxmin_rates(local, links, aff.size, self.capacity, self._load_now())
 
     def _add_load(self, links: np.ndarray, rates: np.ndarray) -> None:
-        np.add.at(self._load, links, rates)
+        np.add.at(self._load_now(), links, rates)
 
     def _reschedule(self) -> None:
         self._version += 1
@@ -489,7 +503,7 @@ class FoldedMaxMinNetwork(MaxMinNetwork):
         return super()._full_rates(local, links) if rates is None else rates
 
     def _partial_rates(self, aff: np.ndarray, local: np.ndarray, links: np.ndarray) -> np.ndarray:
-        rates = self._fold_or(aff, self._load)
+        rates = self._fold_or(aff, self._load_now())
         self._count(rates)
         return super()._partial_rates(aff, local, links) if rates is None else rates
 
