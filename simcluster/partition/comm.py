@@ -36,8 +36,7 @@ __all__ = ["LayerComm", "layer_comm", "comm_plan", "PartitionMetrics", "table1_m
 class LayerComm:
     """One layer's SpFF messages and per-processor work.
 
-    src, dst, words: one entry per message (sorted by src, then dst); 32-bit
-        integers where ``parts`` squared and the layer's columns times ``parts`` fit.
+    src, dst, words: one entry per message (sorted by src, then dst).
     rows: rows of ``W^k`` owned by each processor.
     nnz: nonzeros owned by each processor.
     nnz_remote: owned nonzeros whose input entry lives on another processor.
@@ -63,7 +62,7 @@ class LayerComm:
 
     def _src_bounds(self) -> np.ndarray:
         """Where each processor's messages start in ``src`` (sorted), and the end."""
-        return np.searchsorted(self.src, np.arange(self.parts + 1, dtype=self.src.dtype))
+        return np.searchsorted(self.src, np.arange(self.parts + 1))
 
     def send_words(self) -> np.ndarray:
         total = np.zeros(self.words.size + 1, dtype=np.int64)
@@ -115,25 +114,20 @@ def layer_comm(
             reads = remote_reads(layer.indices, r, remote, cols, p)
         col, reader = np.divmod(reads, p32)
         pairs, words = unique_counts(in_owner.astype(dt)[col] * p32 + reader)
-        # messages kept in 32 bits too (a words count is at most ``cols``): half the
-        # memory of a plan that lives as long as its partition
-        src, dst = np.divmod(pairs, p32)
-        words = words.astype(np.int32)
+        pairs = pairs.astype(np.int64)
+    elif p * p * cols < 1 << 62:  # one sort by (owner, reader, column)
+        keys = unique_sorted(((c * p + r) * cols + layer.indices)[remote])
+        pairs, words = unique_counts_sorted(keys // cols)
     else:
-        if p * p * cols < 1 << 62:  # one sort by (owner, reader, column)
-            keys = unique_sorted(((c * p + r) * cols + layer.indices)[remote])
-            pairs, words = unique_counts_sorted(keys // cols)
-        else:
-            keys = unique_sorted(layer.indices[remote].astype(np.int64) * p + r[remote])
-            col, reader = keys // p, keys % p
-            pairs, words = unique_counts(in_owner[col] * p + reader)
-        src, dst = np.divmod(pairs, p)
-        words = words.astype(np.int64, copy=False)
+        keys = unique_sorted(layer.indices[remote].astype(np.int64) * p + r[remote])
+        col, reader = keys // p, keys % p
+        pairs, words = unique_counts(in_owner[col] * p + reader)
+    src, dst = np.divmod(pairs, p)
     return LayerComm(
         parts=p,
         src=src,
         dst=dst,
-        words=words,
+        words=words.astype(np.int64, copy=False),
         rows=rows,
         nnz=nnz,
         nnz_remote=nnz_remote,
