@@ -68,8 +68,8 @@ def _by_link(
     lbits = max(int(nlinks - 1).bit_length(), 1)
     fbits = max(int(num_flows - 1).bit_length(), 1)
     if lbits + fbits <= 32:
-        key = el.astype(np.uint32) << fbits
-        key |= ef.astype(np.uint32)
+        key = el.astype(np.uint32, copy=False) << np.uint32(fbits)  # one new array
+        np.bitwise_or(key, ef, out=key, casting="unsafe")  # flow ids < 2**fbits
         key.sort()
         ptr = np.empty(nlinks + 1, dtype=np.int64)
         ptr[:nlinks] = key.searchsorted(np.arange(nlinks, dtype=np.uint32) << fbits)
