@@ -54,9 +54,21 @@ def _csr(
 
 
 def concat_ranges(starts: np.ndarray, lens: np.ndarray) -> np.ndarray:
-    """The indices ``starts[i] .. starts[i] + lens[i] - 1`` of every ``i``, concatenated."""
-    first = np.cumsum(lens) - lens
-    return np.arange(int(lens.sum())) + np.repeat(starts - first, lens)
+    """The indices ``starts[i] .. starts[i] + lens[i] - 1`` of every ``i``, concatenated
+    (int64): the running sum of steps of 1 that jump to each range's start, one array
+    (a ``repeat`` by counts plus an ``arange`` took several times as long)."""
+    starts = np.asarray(starts, dtype=np.int64)
+    lens = np.asarray(lens, dtype=np.int64)
+    if not lens.all():  # empty ranges add nothing
+        keep = lens > 0
+        starts, lens = starts[keep], lens[keep]
+    out = np.ones(int(lens.sum()), dtype=np.int64)
+    if out.size:
+        ends = np.cumsum(lens)
+        out[0] = starts[0]
+        out[ends[:-1]] = starts[1:] - (starts[:-1] + lens[:-1] - 1)
+        np.cumsum(out, out=out)
+    return out
 
 
 def _by_link(
