@@ -100,3 +100,21 @@ def test_wide_flow_and_link_ids_use_the_64_bit_keys():
     idle = np.ones(nf, dtype=bool)
     idle[flows] = False
     assert np.isinf(got[idle]).all() and np.isfinite(got[flows]).all()
+
+
+def test_concat_ranges_is_every_range_back_to_back():
+    """concat_ranges against a plain loop: empty ranges, ranges out of order,
+    overlapping and backwards jumps, no ranges at all."""
+    from simcluster.network.maxmin import concat_ranges
+
+    rng = np.random.default_rng(7)
+    for _ in range(300):
+        n = int(rng.integers(0, 40))
+        starts = rng.integers(0, 60, n)
+        lens = rng.integers(0, 6, n)
+        want = [
+            s + k for s, m in zip(starts.tolist(), lens.tolist(), strict=True) for k in range(m)
+        ]
+        got = concat_ranges(starts, lens)
+        assert got.dtype == np.int64
+        assert got.tolist() == want

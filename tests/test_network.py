@@ -204,3 +204,32 @@ def test_sorted_wakeups_equal_table_scans(seed, monkeypatch):
     slow, slow_net = run("maxmin", capacity, batches)
     assert fast == slow  # exact
     assert fast_net.rate_updates == slow_net.rate_updates
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_order_suffixes_are_the_live_flows_extremes(seed):
+    """A per-epoch order ends flows in ``tslack`` order and reads the least
+    ``tdone`` and the highest rate of the flows left from its suffixes: the very
+    floats a scan of the live flows gives, ties included."""
+    from simcluster.network.backend import _Order
+
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 200))
+    tdone = rng.choice([1.0, 2.0, 2.5, 3.0], n) + rng.integers(0, 3, n) * 1e-9
+    tslack = tdone - rng.choice([0.0, 1e-9, 1e-3], n)
+    rate = rng.choice([1e9, 2e9, 2.5e9], n)
+    live = np.sort(rng.choice(n + 5, n, replace=False))  # table indices of the live flows
+    big = int(live.max()) + 1
+    ts, td, r = np.full(big, np.inf), np.full(big, np.inf), np.zeros(big)
+    ts[live], td[live], r[live] = tslack, tdone, rate
+    order = _Order(0, live, ts, td, r)
+    alive = np.zeros(big, dtype=bool)
+    alive[live] = True
+    for now in sorted(rng.choice(np.concatenate([tslack, tdone, [0.5, 9.0]]), 8)):
+        ended, rates = order.ending(float(now))
+        want = np.flatnonzero(alive & (ts <= now))
+        assert np.array_equal(np.sort(ended), want)
+        assert np.array_equal(rates, r[ended])
+        alive[want] = False
+        assert order.first_done() == (td[alive].min() if alive.any() else np.inf)
+        assert order.top_rate() == (r[alive].max() if alive.any() else 0.0)

@@ -100,37 +100,19 @@ class _Owner:
             self.event.succeed()
 
 
-def _first_alive(by: np.ndarray, i: int, alive: np.ndarray) -> int:
-    """The first position from ``i`` on whose flow ``by[pos]`` is alive (or ``by.size``)."""
-    step = 16
-    while i < by.size:
-        chunk = alive[by[i : i + step]]
-        j = int(chunk.argmax())
-        if chunk[j]:
-            return i + j
-        i += chunk.size
-        step = min(step * 4, 1 << 14)
-    return i
-
-
 class _Order:
-    """Live flows of a :class:`_FlowTable` sorted by their times and rates, as of
-    one ``epoch`` (no rate changed since). Ended flows are skipped lazily: a
-    flow never comes back to life within an epoch. The sorts need not be
-    stable: what is read from them (the flows at or below a time, put back in
-    index order; the least time; the highest rate) does not depend on ties."""
+    """Live flows of a :class:`_FlowTable` sorted by ``tslack``, as of one ``epoch``
+    (no rate changed since), with the least ``tdone`` and the highest rate of
+    every suffix of that order.
 
-    __slots__ = (
-        "epoch",
-        "by_slack",
-        "slack",
-        "next_slack",
-        "by_done",
-        "done",
-        "next_done",
-        "by_rate",
-        "next_rate",
-    )
+    Within an epoch flows end only here, in ``tslack`` order: the flows from
+    position ``next_slack`` on are exactly the live ones, so the least
+    ``tdone`` and the highest rate of the live flows are the suffix's, read
+    without a scan. (A wake-up that ends flows any other way drops the order.)
+    The sort need not be stable: what is read from it (the flows at or below
+    a time, a least time, a highest rate) does not depend on ties."""
+
+    __slots__ = ("epoch", "by_slack", "slack", "rate", "done_min", "rate_max", "next_slack")
 
     def __init__(
         self,
@@ -141,33 +123,35 @@ class _Order:
         rate: np.ndarray,
     ) -> None:
         self.epoch = epoch
-        self.by_slack = live[np.argsort(tslack[live])]
-        self.slack = tslack[self.by_slack]
+        by = self.by_slack = live[np.argsort(tslack[live])]
+        self.slack = tslack[by]
+        self.rate = rate[by]
+        n = by.size
+        # least tdone / highest rate of by[p:] (inf / 0 past the end)
+        self.done_min = np.full(n + 1, np.inf)
+        self.rate_max = np.zeros(n + 1)
+        if n:
+            self.done_min[:n] = np.minimum.accumulate(tdone[by][::-1])[::-1]
+            self.rate_max[:n] = np.maximum.accumulate(self.rate[::-1])[::-1]
         self.next_slack = 0
-        self.by_done = live[np.argsort(tdone[live])]
-        self.done = tdone[self.by_done]
-        self.next_done = 0
-        self.by_rate = live[np.argsort(-rate[live])]
-        self.next_rate = 0
 
-    def ending(self, now: float, alive: np.ndarray) -> np.ndarray:
-        """Live flows with ``tslack <= now``, in no particular order."""
+    def ending(self, now: float) -> tuple[np.ndarray, np.ndarray]:
+        """(live flows with ``tslack <= now``, in no particular order; their rates);
+        they count as ended from here on."""
+        i = self.next_slack
         stop = int(self.slack.searchsorted(now, side="right"))
-        cand = self.by_slack[self.next_slack : stop]
-        self.next_slack = max(stop, self.next_slack)
-        return cand[alive[cand]]
+        if stop <= i:
+            return self.by_slack[:0], self.rate[:0]
+        self.next_slack = stop
+        return self.by_slack[i:stop], self.rate[i:stop]
 
-    def first_done(self, alive: np.ndarray) -> float:
+    def first_done(self) -> float:
         """The least ``tdone`` of the live flows (inf if none)."""
-        i = self.next_done = _first_alive(self.by_done, self.next_done, alive)
-        by = self.by_done
-        return float(self.done[i]) if i < by.size else np.inf
+        return float(self.done_min[self.next_slack])
 
-    def top_rate(self, rate: np.ndarray, alive: np.ndarray) -> float:
+    def top_rate(self) -> float:
         """The highest rate of the live flows (0 if none)."""
-        i = self.next_rate = _first_alive(self.by_rate, self.next_rate, alive)
-        by = self.by_rate
-        return float(rate[by[i]]) if i < by.size else 0.0
+        return float(self.rate_max[self.next_slack])
 
 
 class _FlowTable:
@@ -228,6 +212,10 @@ class _FlowTable:
         self._order = _Order(self.epoch, live, self.tslack, self.tdone, self.rate)
         return self._order
 
+    def drop_order(self) -> None:
+        """Forget the sorted order (flows ended out of its order)."""
+        self._order = None
+
     def end(self, flows: np.ndarray) -> None:
         self.alive[flows] = False
         self.rate[flows] = 0.0
@@ -286,8 +274,11 @@ class MaxMinNetwork(NetworkBackend):
         self._flows = _FlowTable()
         self._owners: dict[int, _Owner] = {}
         self._next_owner = 0
-        #: bytes/s carried on each link by live flows
-        self._load = np.zeros(self.capacity.size)
+        #: bytes/s carried on each link by live flows; after a full solve, None until
+        #: a re-solve reads it (see :meth:`_load_now`)
+        self._load: np.ndarray | None = np.zeros(self.capacity.size)
+        #: the last full solve's (links, links per flow, rates), that ``_load`` is made of
+        self._solved: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
         #: flows ended since ``_load`` was last brought up to date (each wake-up's
         #: in any order), with their rates: taken off in one ``np.add.at`` (the
         #: same additions in the same order: each wake-up's flows by index) only
@@ -340,16 +331,27 @@ class MaxMinNetwork(NetworkBackend):
         ft = self._flows
         # compact_and_add lays every flow's links out back to back: all entries
         # are the table itself, in flow order
-        local = np.repeat(np.arange(ft.count), ft.nlinks)
-        links = ft.links
+        links, nlinks = ft.links, ft.nlinks
         if known is not None and known.size == ft.count:
             rates = known
         else:
-            rates = self._full_rates(local, links)
+            rates = self._full_rates(np.repeat(np.arange(ft.count), nlinks), links)
         self.rate_updates += 1
         ft.set_rates(slice(None), rates, self.env.now)
-        self._load = np.bincount(links, weights=rates[local], minlength=self.capacity.size)
+        # the per-link load is summed only if a re-solve reads it (most tables end
+        # without one): these arrays are not changed in place, only replaced
+        self._load, self._solved = None, (links, nlinks, rates)
         self._unloaded.clear()
+
+    def _load_now(self) -> np.ndarray:
+        """``_load``, summed from the last full solve's rates if not yet (bytes/s)."""
+        if self._load is None:
+            assert self._solved is not None
+            links, nlinks, rates = self._solved
+            local = np.repeat(np.arange(nlinks.size), nlinks)
+            self._load = np.bincount(links, weights=rates[local], minlength=self.capacity.size)
+            self._solved = None
+        return self._load
 
     def _resolve_from(self, l0: float, now: float) -> None:
         """Re-solve the live flows at rate ``l0`` (bytes/s) or faster."""
@@ -358,7 +360,7 @@ class MaxMinNetwork(NetworkBackend):
         # Ended flows have rate 0 and are never picked.
         threshold = l0 * (1 - 1e-9)
         order = ft.order()
-        if order is not None and order.top_rate(ft.rate, ft.alive) < threshold:
+        if order is not None and order.top_rate() < threshold:
             return
         aff = np.flatnonzero(ft.rate >= threshold)
         if aff.size == 0:
@@ -386,10 +388,10 @@ class MaxMinNetwork(NetworkBackend):
     def _partial_rates(self, aff: np.ndarray, local: np.ndarray, links: np.ndarray) -> np.ndarray:
         """Max-min rates of the flows ``aff`` (entries ``local``, ``links``) on what
         the other live flows leave of each link (``_load``, theirs only)."""
-        return maxmin_rates(local, links, aff.size, self.capacity, self._load)
+        return maxmin_rates(local, links, aff.size, self.capacity, self._load_now())
 
     def _add_load(self, links: np.ndarray, rates: np.ndarray) -> None:
-        np.add.at(self._load, links, rates)
+        np.add.at(self._load_now(), links, rates)
 
     def _reschedule(self) -> None:
         self._version += 1
@@ -397,7 +399,7 @@ class MaxMinNetwork(NetworkBackend):
         if ft.num_alive == 0:
             return
         order = ft.order()
-        wake = float(ft.tdone.min()) if order is None else order.first_done(ft.alive)
+        wake = float(ft.tdone.min()) if order is None else order.first_done()
         version = self._version
         t = self.env.timeout(max(wake - self.env.now, 0.0))
         t.callbacks.append(lambda _e: self._on_wakeup(version))
@@ -409,11 +411,16 @@ class MaxMinNetwork(NetworkBackend):
         ft = self._flows
         # Flows within a hair of completion finish together (float round-off).
         order = ft.order(build=True)
-        ended = np.flatnonzero(ft.tslack <= now) if order is None else order.ending(now, ft.alive)
+        if order is None:
+            ended = np.flatnonzero(ft.tslack <= now)
+            rates = ft.rate[ended]
+        else:
+            ended, rates = order.ending(now)
         if ended.size == 0:  # numerical slack: finish the closest
             ended = np.flatnonzero(ft.tdone <= ft.tdone.min())
+            rates = ft.rate[ended]
+            ft.drop_order()  # these may lie anywhere in its tslack order
         # A flow's rate is the level of its bottleneck, the lowest of its links.
-        rates = ft.rate[ended]
         l0 = float(rates.min())
         self._unloaded.append((ended, rates))
         if ft.sole_owner >= 0:
@@ -496,7 +503,7 @@ class FoldedMaxMinNetwork(MaxMinNetwork):
         return super()._full_rates(local, links) if rates is None else rates
 
     def _partial_rates(self, aff: np.ndarray, local: np.ndarray, links: np.ndarray) -> np.ndarray:
-        rates = self._fold_or(aff, self._load)
+        rates = self._fold_or(aff, self._load_now())
         self._count(rates)
         return super()._partial_rates(aff, local, links) if rates is None else rates
 

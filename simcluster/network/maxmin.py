@@ -23,13 +23,18 @@ __all__ = ["maxmin_rates", "concat_ranges"]
 REL_TOL = 1e-12
 
 
-def _compact(entry_link: np.ndarray, num_links: int) -> tuple[np.ndarray, np.ndarray]:
-    """(sorted link ids that occur, each entry's index among them)."""
+def _compact(
+    entry_link: np.ndarray, num_links: int, dtype: type = np.int64
+) -> tuple[np.ndarray, np.ndarray]:
+    """(sorted link ids that occur, each entry's index among them as ``dtype``)."""
     if entry_link.size * 8 < num_links:
-        return np.unique(entry_link, return_inverse=True)
-    present = np.zeros(num_links, dtype=bool)
-    present[entry_link] = True
-    return np.flatnonzero(present), (np.cumsum(present) - 1)[entry_link]
+        used, index = np.unique(entry_link, return_inverse=True)
+        return used, index.astype(dtype, copy=False)
+    lookup = np.zeros(num_links, dtype=dtype)
+    lookup[entry_link] = 1
+    used = np.flatnonzero(lookup)
+    lookup[used] = np.arange(used.size, dtype=dtype)
+    return used, lookup.take(entry_link)
 
 
 def _csr(
@@ -49,9 +54,21 @@ def _csr(
 
 
 def concat_ranges(starts: np.ndarray, lens: np.ndarray) -> np.ndarray:
-    """The indices ``starts[i] .. starts[i] + lens[i] - 1`` of every ``i``, concatenated."""
-    first = np.cumsum(lens) - lens
-    return np.arange(int(lens.sum())) + np.repeat(starts - first, lens)
+    """The indices ``starts[i] .. starts[i] + lens[i] - 1`` of every ``i``, concatenated
+    (int64): the running sum of steps of 1 that jump to each range's start, one array
+    (a ``repeat`` by counts plus an ``arange`` took several times as long)."""
+    starts = np.asarray(starts, dtype=np.int64)
+    lens = np.asarray(lens, dtype=np.int64)
+    if not lens.all():  # empty ranges add nothing
+        keep = lens > 0
+        starts, lens = starts[keep], lens[keep]
+    out = np.ones(int(lens.sum()), dtype=np.int64)
+    if out.size:
+        ends = np.cumsum(lens)
+        out[0] = starts[0]
+        out[ends[:-1]] = starts[1:] - (starts[:-1] + lens[:-1] - 1)
+        np.cumsum(out, out=out)
+    return out
 
 
 def _by_link(
@@ -62,11 +79,17 @@ def _by_link(
     (link, flow) keys packed in an integer (32 bits where they fit)."""
     lbits = max(int(nlinks - 1).bit_length(), 1)
     fbits = max(int(num_flows - 1).bit_length(), 1)
+    if lbits + fbits <= 32:
+        key = el.astype(np.uint32, copy=False) << np.uint32(fbits)  # one new array
+        np.bitwise_or(key, ef, out=key, casting="unsafe")  # flow ids < 2**fbits
+        key.sort()
+        ptr = np.empty(nlinks + 1, dtype=np.int64)
+        ptr[:nlinks] = key.searchsorted(np.arange(nlinks, dtype=np.uint32) << fbits)
+        ptr[nlinks] = key.size
+        key &= (1 << fbits) - 1
+        return ptr, key
     ptr = np.zeros(nlinks + 1, dtype=np.int64)
     np.cumsum(np.bincount(el, minlength=nlinks), out=ptr[1:])
-    if lbits + fbits <= 32:
-        key = np.sort((el.astype(np.uint32) << fbits) | ef.astype(np.uint32))
-        return ptr, (key & ((1 << fbits) - 1)).astype(np.int64)
     if lbits + fbits <= 63:
         key = np.sort((el.astype(np.int64) << fbits) | ef.astype(np.int64))
         return ptr, key & ((1 << fbits) - 1)
@@ -121,7 +144,8 @@ def maxmin_rates(
     if num_flows == 0 or entry_flow.size == 0:
         return rates
     ef = np.asarray(entry_flow).astype(np.int64, copy=False)
-    used, el = _compact(np.asarray(entry_link), capacity.size)
+    # link ids in 32 bits: the (link, flow) keys below are built from them
+    used, el = _compact(np.asarray(entry_link), capacity.size, np.uint32)
     nlinks = used.size
     cap = capacity[used].astype(np.float64)
     tol = REL_TOL * cap
@@ -136,7 +160,10 @@ def maxmin_rates(
     table = _flow_table(ef, el, lens, nlinks)
     if table is None:
         fptr, flow_links = _csr(ef, el, num_flows)
-    counts = np.diff(lptr).astype(np.float64)  # unfrozen flows per link (whole numbers)
+    # unfrozen flows per link (whole numbers), and a spare entry for the table's padding
+    counts_pad = np.zeros(nlinks + 1)
+    counts_pad[:nlinks] = np.diff(lptr)
+    counts = counts_pad[:nlinks]
     lstart, lend = lptr[:-1].tolist(), lptr[1:].tolist()
     left = int(np.count_nonzero(lens))  # unfrozen flows
     stamp = np.empty(num_flows, dtype=np.int64)
@@ -146,30 +173,32 @@ def maxmin_rates(
     with np.errstate(divide="ignore", invalid="ignore"):
         while left:
             np.divide(cap, counts, out=share)
-            inc = float(np.minimum.reduce(share))
+            inc = float(share.min())
             level += inc
             np.multiply(counts, inc, out=step)
             cap -= step
             sat = (cap <= tol).nonzero()[0]
             if sat.size == 0:  # round-off: saturate the links that set the level
                 sat = (share <= inc * (1 + 1e-12)).nonzero()[0]
-            if sat.size == 1:
+            many = sat.size > 1
+            if many:
+                hit = np.concatenate([link_flows[lstart[i] : lend[i]] for i in sat.tolist()])
+            else:
                 one = int(sat[0])
                 hit = link_flows[lstart[one] : lend[one]]
-            else:
-                hit = np.concatenate([link_flows[lstart[i] : lend[i]] for i in sat.tolist()])
             hit = hit[rates[hit] == np.inf]  # not frozen yet
-            if hit.size > 1 and (twice or sat.size > 1):  # a flow listed twice counts once
+            if hit.size > 1 and (twice or many):  # a flow listed twice counts once
                 pos = np.arange(hit.size)
                 stamp[hit] = pos
                 hit = hit[stamp[hit] == pos]
             rates[hit] = level
             left -= hit.size
             if table is not None:
-                counts -= np.bincount(table[hit].ravel(), minlength=nlinks + 1)[:nlinks]
+                # one subtraction of 1 per entry: the same whole numbers as a bincount
+                np.subtract.at(counts_pad, table.take(hit, axis=0), 1.0)
             else:
                 starts = fptr[hit]
                 links = flow_links[concat_ranges(starts, fptr[hit + 1] - starts)]
                 counts -= np.bincount(links, minlength=nlinks)
-            cap[sat] = np.inf  # every flow of a saturated link is frozen now
+            cap[sat if many else one] = np.inf  # every flow of a saturated link is frozen now
     return rates
