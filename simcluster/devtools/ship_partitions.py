@@ -94,7 +94,20 @@ def write_shipped(
 
 
 def main(argv: list[str] | None = None) -> int:  # pragma: no cover - maintenance
-    n = write_shipped(sys.argv[1:] if argv is None else argv)
+    import argparse
+
+    from simcluster.errors import UserError
+
+    ap = argparse.ArgumentParser(
+        prog="python -m simcluster.devtools.ship_partitions", description=__doc__
+    )
+    ap.add_argument("scenarios", nargs="+", metavar="SCENARIO", help="scenario names or files")
+    args = ap.parse_args(sys.argv[1:] if argv is None else argv)
+    try:
+        n = write_shipped(args.scenarios)
+    except UserError as exc:
+        print(f"ship_partitions: error: {exc}", file=sys.stderr)
+        return 2
     print(f"{n} shipped partitions in {shipped_dir()}")
     return 0
 
