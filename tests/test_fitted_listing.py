@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from simcluster.compute import load_network_profile, load_profile
 
 
@@ -37,3 +39,33 @@ def test_run_report_lists_the_fitted_constant_under_the_table(tmp_path, capsys):
     assert "speedup" in table  # the listing comes after the scaling table
     assert "nccl-puhti-fitted: network.link_efficiency.infiniband" in rest
     assert "fitted to prunex-comm-ddp-64" in rest
+
+
+@pytest.mark.parametrize(
+    ("edit", "field", "said"),
+    [
+        (lambda f: f.update(reference="0.5 s"), "provenance.fit.reference", "finite number"),
+        (lambda f: f.update(value=float("nan")), "provenance.fit.value", "finite number"),
+        (lambda f: f.pop("case"), "provenance.fit.case", "missing field"),
+        (lambda f: f.update(parameter=3), "provenance.fit.parameter", "must be a string"),
+    ],
+)
+def test_a_malformed_fit_record_is_refused_at_load(tmp_path, capsys, edit, field, said):
+    """The run prints provenance.fit under its table: a record it cannot print is a
+    load error naming the file and field (was: a traceback after the tables)."""
+    import json
+    from pathlib import Path
+
+    from simcluster.cli import main
+
+    root = Path(__file__).resolve().parents[1]
+    data = json.loads((root / "calibrate/profiles/network/nccl-puhti-fitted.json").read_text())
+    edit(data["provenance"]["fit"])
+    prof = tmp_path / "bad-fit.json"
+    prof.write_text(json.dumps(data))
+    text = (root / "scenarios" / "puhti64.yaml").read_text()
+    scen = tmp_path / "s.yaml"
+    scen.write_text(text.replace("network_profile: nccl-puhti-fitted", f"network_profile: {prof}"))
+    assert main(["run", str(scen), "--no-plots", "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert str(prof) in err and field in err and said in err

@@ -8,6 +8,7 @@ profiles, ``calibrate/profiles/network/*.json``).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -112,6 +113,46 @@ def _read(path: Path) -> dict[str, Any]:
     return data
 
 
+#: ``provenance.fit`` (written by ``python -m simcluster.validation.fit``): field -> kind
+FIT_FIELDS = {
+    "parameter": "text",
+    "value": "number",
+    "case": "text",
+    "reference": "number",
+    "reference_unit": "text",
+    "case_source": "text",
+}
+FIT_REQUIRED = ("parameter", "value", "case", "reference")
+
+
+def _check_fit_record(prov: dict[str, Any], path: Path) -> None:
+    """``provenance.fit``, where present, as the fit tool writes it: the listing under
+    every run's table prints it (a string value there was a traceback)."""
+    fit = prov.get("fit")
+    if fit is None:
+        return
+    if not isinstance(fit, dict):
+        raise ConfigError(str(path), "provenance.fit", fit, "must be a mapping")
+    for key in FIT_REQUIRED:
+        if key not in fit:
+            raise ConfigError(str(path), f"provenance.fit.{key}", None, "missing field")
+    for key, kind in FIT_FIELDS.items():
+        if key not in fit:
+            continue
+        v = fit[key]
+        if kind == "text":
+            ok = isinstance(v, str)
+        else:
+            ok = isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+        if not ok:
+            raise ConfigError(
+                str(path),
+                f"provenance.fit.{key}",
+                v,
+                "must be a finite number" if kind == "number" else "must be a string",
+            )
+
+
 def read_profile_data(name_or_path: str) -> dict[str, Any]:
     """A device profile's JSON as written (samples included), checked like
     :func:`load_profile` checks it."""
@@ -122,6 +163,7 @@ def load_profile(name_or_path: str) -> DeviceProfile:
     """A device profile by name (``v100-sxm2-32gb``) or path to a JSON file."""
     path = _resolve(name_or_path, profiles_dir(), "profile", list_profiles())
     data = _read(path)
+    _check_fit_record(data["provenance"], path)
     if "device" not in data:
         raise ConfigError(str(path), "device", None, "missing field")
     loader = PROFILE_KINDS.get(data["kind"])
@@ -160,6 +202,7 @@ def load_network_profile(name_or_path: str) -> NetworkProfile:
         name_or_path, network_profiles_dir(), "network profile", list_network_profiles()
     )
     data = _read(path)
+    _check_fit_record(data["provenance"], path)
     if "network" not in data:
         raise ConfigError(str(path), "network.per_message_overhead_s", None, "missing field")
     net = validate_network(data["network"], str(path))
