@@ -107,7 +107,7 @@ def run(args: argparse.Namespace) -> int:
     outputs.finish()
     if args.json:
         print(json.dumps(payload, indent=2, default=str))
-        return 0
+        return _failed_verdict(results)
     for rep in live_reports:
         print(rep.table())
         print()
@@ -128,4 +128,19 @@ def run(args: argparse.Namespace) -> int:
         print("no cases to validate")
     files = "validation.json" + (", scatter.png" if plotted else "")
     print(f"results: {out}/ ({files})")
-    return 0
+    return _failed_verdict(results)
+
+
+def _failed_verdict(results) -> int:
+    """0 when no case failed to run; else one error line (the first failure, which names
+    its reference file and field) raised after the report is written: exit 2 when every
+    failure comes from a case's input, 3 (a bug report) when one raised unexpectedly."""
+    from simcluster.errors import ResultError, UserError
+
+    failed = [r for r in results if r.status == "failed"]
+    if not failed:
+        return 0
+    first = next((r for r in failed if r.bug), failed[0])
+    more = f" (and {len(failed) - 1} more: see the table)" if len(failed) > 1 else ""
+    line = f"{len(failed)} of {len(results)} case(s) failed to run{more}: {first.message}"
+    raise (ResultError if first.bug else UserError)(line)

@@ -73,9 +73,9 @@ def _metric(case, profile_path: Path, workdir: Path) -> float:
     trial = case.model_copy(
         update={"overrides": {**case.overrides, "network_profile": str(profile_path)}}
     )
-    status, value, _profiles, _fitted, message = _run_group([trial], str(workdir))[0]
+    status, value, _profiles, _fitted, message, where, _bug = _run_group([trial], str(workdir))[0]
     if status != "ok" or value is None:
-        raise UserError(f"{case.id}: {status}: {message}")
+        raise UserError(f"{case.id}: {status}: {where + ': ' if where else ''}{message}")
     return value
 
 

@@ -1,0 +1,104 @@
+"""Bad input found by hand beyond the fuzzer: each case was accepted silently, wrote over
+a user's file, or failed without naming where.
+
+Each test runs ``simcluster.cli.main`` in this process and checks the exit code and the
+one ``simcluster: error:`` line: the file, the field path, the value and what is
+allowed. None needs torch or simulates more than a second or two.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from simcluster.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+ANCHOR = ROOT / "scenarios" / "references" / "scenarios" / "anchor-resnet50.yaml"
+
+
+def _error(capsys) -> str:
+    err = capsys.readouterr().err
+    lines = [ln for ln in err.splitlines() if ln.startswith("simcluster: error:")]
+    assert len(lines) == 1, err
+    assert "Traceback" not in err
+    return lines[0]
+
+
+# ------------------------------------------------------------- validate: failed cases
+
+
+def _references(tmp_path: Path, metric: dict, overrides: dict | None = None) -> Path:
+    """A folder with one reference file of one case on the single-GPU anchor scenario."""
+    case = {
+        "id": "a",
+        "what": "throughput",
+        "source": "a test",
+        "scenario": str(ANCHOR),
+        "metric": metric,
+        "reference": 367,
+        "unit": "samples/s",
+        "confidence": "medium",
+    }
+    if overrides:
+        case["overrides"] = overrides
+    folder = tmp_path / "refs"
+    folder.mkdir()
+    doc = {"paper": "X", "source": "a test", "cases": [case]}
+    (folder / "x.yaml").write_text(yaml.safe_dump(doc))
+    return folder
+
+
+FIELD = {"kind": "field", "schedule": "ddp", "gpus": 1, "field": "throughput_samples_per_s"}
+
+
+@pytest.mark.parametrize(
+    "metric, overrides, where, shown",
+    [
+        ({**FIELD, "field": "throughput_samples_per_sx"}, None, "cases[0].metric.field",
+         "did you mean 'throughput_samples_per_s'"),
+        ({**FIELD, "schedule": "dpp"}, None, "cases[0].metric.schedule", "did you mean 'ddp'"),
+        ({**FIELD, "gpus": 2}, None, "cases[0].metric.gpus", "no run at 2 GPUs (have [1])"),
+        (FIELD, {"workload.batch_per_gpu": -1}, "cases[0].overrides",
+         "workload.batch_per_gpu: out of range (got -1); allowed: a value >= 1"),
+    ],
+)  # fmt: skip
+def test_validate_case_that_fails_exits_2_naming_the_reference_field(
+    tmp_path, capsys, metric, overrides, where, shown
+):
+    """Was: exit 0, the failure only in the table, without the file or the field."""
+    refs = _references(tmp_path, metric, overrides)
+    out = tmp_path / "v"
+    argv = ["validate", "--references", str(refs), "--out", str(out), "--no-plot"]
+    assert main(argv) == 2
+    line = _error(capsys)
+    assert "1 of 1 case(s) failed to run" in line
+    assert f"{refs / 'x.yaml'}: {where}:" in line and shown in line and "(case a)" in line
+    cases = json.loads((out / "validation.json").read_text())["cases"]
+    assert [c["status"] for c in cases] == ["failed"]  # the report is still written
+
+
+def test_validate_exits_0_when_every_case_runs(tmp_path, capsys):
+    refs = _references(tmp_path, FIELD)
+    argv = ["validate", "--references", str(refs), "--out", str(tmp_path / "v"), "--no-plot"]
+    assert main(argv) == 0
+    assert "simcluster: error" not in capsys.readouterr().err
+
+
+def test_validate_case_that_raises_unexpectedly_is_a_bug_report_exit_3(
+    tmp_path, capsys, monkeypatch
+):
+    import simcluster.study
+
+    def broken(*args, **kwargs):
+        raise ZeroDivisionError("float division by zero")
+
+    monkeypatch.setattr(simcluster.study, "run_scenario", broken)
+    refs = _references(tmp_path, FIELD)
+    argv = ["validate", "--references", str(refs), "--out", str(tmp_path / "v"), "--no-plot"]
+    assert main(argv) == 3
+    line = _error(capsys)
+    assert f"{refs / 'x.yaml'}: cases[0]: ZeroDivisionError: float division by zero" in line
