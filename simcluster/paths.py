@@ -31,6 +31,7 @@ __all__ = [
     "list_scenarios",
     "TOPOLOGIES_ENV",
     "SCENARIOS_ENV",
+    "check_user_dir",
 ]
 
 TOPOLOGIES_ENV = "SIMCLUSTER_TOPOLOGIES"
@@ -70,7 +71,29 @@ def references_dir() -> Path:
 
 
 def _user_dirs(env: str) -> list[Path]:
-    return [Path(d) for d in os.environ.get(env, "").split(os.pathsep) if d]
+    """The folders named in ``$env``; one that is missing or not a folder is a
+    :class:`~simcluster.errors.ConfigError` (it was skipped without a word)."""
+    dirs = [Path(d) for d in os.environ.get(env, "").split(os.pathsep) if d]
+    for d in dirs:
+        check_user_dir(d, f"${env}")
+    return dirs
+
+
+def check_user_dir(path: str | Path, what: str) -> None:
+    """Refuse a search folder that is missing or a file, naming ``what`` (a flag or
+    ``$VARIABLE``)."""
+    p = Path(path)
+    if not p.is_dir():
+        from simcluster.errors import ConfigError
+
+        problem = "is a file, not a folder" if p.exists() else "no such folder"
+        raise ConfigError(
+            None,
+            what,
+            str(p),
+            problem,
+            f"existing folders separated by {os.pathsep!r}" if what.startswith("$") else "a folder",
+        )
 
 
 def topology_dirs() -> list[Path]:

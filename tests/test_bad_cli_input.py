@@ -102,3 +102,29 @@ def test_validate_case_that_raises_unexpectedly_is_a_bug_report_exit_3(
     assert main(argv) == 3
     line = _error(capsys)
     assert f"{refs / 'x.yaml'}: cases[0]: ZeroDivisionError: float division by zero" in line
+
+
+# ------------------------------------------------------------ search folders
+
+
+@pytest.mark.parametrize("env", ["SIMCLUSTER_TOPOLOGIES", "SIMCLUSTER_SCENARIOS"])
+@pytest.mark.parametrize("kind, problem", [("missing", "no such folder"),
+                                           ("file", "is a file, not a folder")])  # fmt: skip
+def test_search_folder_variable_naming_no_folder_is_an_error(
+    tmp_path, capsys, monkeypatch, env, kind, problem
+):
+    """Was: the folder skipped without a word (a scenario or topology there "unknown")."""
+    bad = tmp_path / "x"
+    if kind == "file":
+        bad.write_text("")
+    monkeypatch.setenv(env, f"{tmp_path}:{bad}")
+    assert main(["list"]) == 2
+    line = _error(capsys)
+    assert f"${env}: {problem} (got '{bad}'); allowed: existing folders separated by ':'" in line
+
+
+def test_topologies_flag_naming_no_folder_is_an_error(tmp_path, capsys):
+    assert main(["--topologies", str(tmp_path / "nope"), "topo", "puhti", "--no-png"]) == 2
+    assert f"--topologies: no such folder (got '{tmp_path / 'nope'}'); allowed: a folder" in (
+        _error(capsys)
+    )
