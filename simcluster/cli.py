@@ -183,11 +183,25 @@ def cmd_topo(args: argparse.Namespace) -> int:
         if Path(png).suffix.lower() != ".png":
             raise UserError(f"--png {png[:80]}: the drawing is a PNG; give a name ending in .png")
         prepare_output_dir(Path(png).parent, "--png")
+        _check_png_target(Path(png), args.force)
     from simcluster.sizing import check_topology_size
 
     check_topology_size(args.topology, args.nodes)
     print(topology_cli(args.topology, png, args.nodes))  # names the picture once
     return 0
+
+
+def _check_png_target(png: Path, force: bool) -> None:
+    """Refuse to replace a file simcluster did not draw (the user's own) without --force."""
+    from simcluster.atomic import drawn_by_simcluster
+
+    if png.is_dir():
+        raise ConfigError(None, "--png", str(png), "is a folder", "a file name ending in .png")
+    if png.exists() and not force and not drawn_by_simcluster(png):
+        raise ConfigError(
+            None, "--png", str(png),
+            "file exists and was not drawn by simcluster; pass --force to overwrite it",
+        )  # fmt: skip
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -408,6 +422,9 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--nodes", type=int, help="number of nodes to build")
     t.add_argument("--png", help="PNG path (default results/topology/<name>.png)")
     t.add_argument("--no-png", action="store_true", help="print the summary only")
+    t.add_argument(
+        "--force", action="store_true", help="overwrite a --png file simcluster did not draw"
+    )
     t.set_defaults(func=cmd_topo)
     li = sub.add_parser("list", help="models, topologies, profiles and schedules")
     li.add_argument("--json", action="store_true", help="print the lists as one JSON object")

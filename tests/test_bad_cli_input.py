@@ -128,3 +128,28 @@ def test_topologies_flag_naming_no_folder_is_an_error(tmp_path, capsys):
     assert f"--topologies: no such folder (got '{tmp_path / 'nope'}'); allowed: a folder" in (
         _error(capsys)
     )
+
+
+# ------------------------------------------------------------ topo --png
+
+
+def test_topo_refuses_to_draw_over_the_users_own_png(tmp_path, capsys):
+    """Was: the user's file replaced by the drawing without a word."""
+    mine = tmp_path / "mine.png"
+    mine.write_bytes(b"my holiday picture")
+    assert main(["topo", "puhti", "--png", str(mine)]) == 2
+    line = _error(capsys)
+    assert "--png: file exists and was not drawn by simcluster; pass --force" in line
+    assert str(mine) in line and mine.read_bytes() == b"my holiday picture"
+    assert main(["topo", "puhti", "--png", str(mine), "--force"]) == 0
+    assert mine.read_bytes().startswith(b"\x89PNG")
+    assert main(["topo", "puhti", "--png", str(mine)]) == 0  # its own drawing: redrawn
+
+
+def test_topo_png_that_is_a_folder_is_named(tmp_path, capsys):
+    folder = tmp_path / "d.png"
+    folder.mkdir()
+    assert main(["topo", "puhti", "--png", str(folder)]) == 2
+    assert f"--png: is a folder (got '{folder}'); allowed: a file name ending in .png" in (
+        _error(capsys)
+    )
