@@ -153,3 +153,61 @@ def test_topo_png_that_is_a_folder_is_named(tmp_path, capsys):
     assert f"--png: is a folder (got '{folder}'); allowed: a file name ending in .png" in (
         _error(capsys)
     )
+
+
+# ------------------------------------------------------------ fitted coefficients
+
+PROFILES = ROOT / "calibrate" / "profiles"
+
+
+def _scenario(tmp_path: Path, **fields) -> Path:
+    doc = {
+        "name": "t",
+        "topology": "puhti",
+        "profile": "v100-sxm2-32gb",
+        "network_profile": "nccl-spec",
+        "workload": {"model": "resnet18-cifar", "dataset": "cifar10", "batch_per_gpu": 32},
+        "schedules": [{"name": "ddp"}],
+        "study": {"gpus": [8]},
+        **fields,
+    }
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    return path
+
+
+@pytest.mark.parametrize(
+    "source, key, place, value, path, bound",
+    [
+        ("a100-80gb-sxm-derived.json", "profile", ("device", "compute", "fp32", "conv", "fwd"),
+         ("coef", 1, 1e300), "device.compute.fp32.conv.fwd.coef[1]", "a value <= 0.001"),
+        ("a100-80gb-sxm-derived.json", "profile", ("device", "compute", "fp32", "conv", "fwd"),
+         ("coef", 0, 5.0), "device.compute.fp32.conv.fwd.coef[0]", "a value <= 1.0"),
+        ("network/h200-measured.json", "network_profile",
+         ("network", "collectives", "world", "allreduce"), ("beta_s_per_byte", None, 1e300),
+         "network.collectives.world.allreduce.beta_s_per_byte", "a value <= 0.001"),
+    ],
+)  # fmt: skip
+def test_fitted_coefficient_too_large_for_floats_is_refused(
+    tmp_path, capsys, source, key, place, value, path, bound
+):
+    """Was: a per-byte cost of 1e300 s loaded, and the run stopped at a NaN efficiency
+    with an internal-error line (exit 3) that named no file."""
+    data = json.loads((PROFILES / source).read_text())
+    node = data
+    for part in place:
+        node = node[part]
+    field, index, number = value
+    if index is None:
+        node[field] = number
+    else:
+        node[field][index] = number
+    profile = tmp_path / "p.json"
+    profile.write_text(json.dumps(data))
+    fields = {key: str(profile)}
+    if key == "network_profile":
+        fields.update(topology="localhost", profile="cpu-xeon-1core", study={"gpus": [2]})
+    out = tmp_path / "out"
+    assert main(["run", str(_scenario(tmp_path, **fields)), "--no-plots", "--out", str(out)]) == 2
+    line = _error(capsys)
+    assert f"{profile}: {path}: out of range (got {number!r}); allowed: {bound}" in line

@@ -15,7 +15,10 @@ Bounds (units):
 - efficiencies and fractions: 1e-6 .. 1 (a loaded loopback measured 9e-5; far below,
   rates vanish into float round-off: 5e-324 stalled max-min);
 - per-launch and per-message overheads: 0 .. 1 s;
-- fitted coefficients (measured profiles): finite and >= 0.
+- fitted coefficients (measured profiles): finite and >= 0; a fixed cost (``const``,
+  ``alpha_s``) at most 1 s like an overhead, a cost per unit (per FLOP, byte, element)
+  at most 1e-3 s, the slowest rate above (1e3 per second): beyond, a kernel of a
+  billion bytes would take longer than the float range holds (1e300 gave NaN results).
 """
 
 from __future__ import annotations
@@ -43,6 +46,9 @@ Rate = Annotated[float, Field(ge=1e3, le=1e16, description="bytes/s")]
 Fraction = Annotated[float, Field(ge=1e-6, le=1, description="fraction of peak")]
 Overhead = Annotated[float, Field(ge=0, le=1, description="seconds")]
 Bytes = Annotated[float, Field(ge=1e6, le=1e15, description="bytes")]
+
+#: largest fitted coefficients (seconds; seconds per FLOP, byte or element)
+MAX_FIXED_S, MAX_S_PER_UNIT = 1.0, 1e-3
 
 #: profile sections: strict numbers, unknown keys allowed (notes, newer fields)
 _OPEN = ConfigDict(**{**STRICT_CONFIG, "extra": "allow"})
@@ -181,10 +187,10 @@ def validate_network(data: Any, file: str) -> NetworkSection:
         for op, fit in ops.items():
             if not isinstance(fit, dict):
                 continue
-            for key in ("alpha_s", "beta_s_per_byte"):
+            for key, top in (("alpha_s", MAX_FIXED_S), ("beta_s_per_byte", MAX_S_PER_UNIT)):
                 if key in fit:
                     check_number(
-                        fit[key], file, f"network.collectives.{scope}.{op}.{key}", minimum=0.0
+                        fit[key], file, f"network.collectives.{scope}.{op}.{key}", 0.0, top
                     )
     return net
 
