@@ -26,6 +26,10 @@ __all__ = [
 ]
 
 
+#: longest value an error line shows as it was written (longer ones are cut)
+MAX_SHOWN = 200
+
+
 def did_you_mean(word: str, choices: Iterable[str], n: int = 3) -> list[str]:
     """Near misses of ``word`` among ``choices`` (case-insensitive), best first."""
     choices = list(choices)
@@ -113,7 +117,10 @@ class ConfigError(UserError):
 
     def render(self) -> str:
         where = f"{self.file}: " if self.file else ""
-        msg = f"{where}{self.path}: {self.problem} (got {self.value!r})"
+        got = repr(self.value)
+        if len(got) > MAX_SHOWN:  # one readable line, not a 10,000-character value
+            got = f"{got[: MAX_SHOWN - 40]}... ({len(got)} characters)"
+        msg = f"{where}{self.path}: {self.problem} (got {got})"
         if self.allowed is not None:
             allowed = self.allowed
             if not isinstance(allowed, str):

@@ -32,6 +32,8 @@ __all__ = [
     "TOPOLOGIES_ENV",
     "SCENARIOS_ENV",
     "check_user_dir",
+    "exists",
+    "is_file",
 ]
 
 TOPOLOGIES_ENV = "SIMCLUSTER_TOPOLOGIES"
@@ -68,6 +70,22 @@ def scenarios_dir() -> Path:
 def references_dir() -> Path:
     """The shipped reference cases (``scenarios/references``)."""
     return scenarios_dir() / "references"
+
+
+def exists(path: str | Path) -> bool:
+    """``Path(path).exists()``, False for a name the file system refuses (too long)."""
+    try:
+        return Path(path).exists()
+    except OSError:
+        return False
+
+
+def is_file(path: str | Path) -> bool:
+    """``Path(path).is_file()``, False for a name the file system refuses (too long)."""
+    try:
+        return Path(path).is_file()
+    except OSError:
+        return False
 
 
 def _user_dirs(env: str) -> list[Path]:
@@ -146,10 +164,10 @@ def find_scenario(name_or_path: str | Path) -> Path:
     search path (so ``simcluster run puhti64`` works from any folder). Returns the
     given path unchanged when nothing matches (the loader then reports it)."""
     p = Path(name_or_path)
-    if p.exists() or p.suffix in (".yaml", ".yml") or len(p.parts) != 1:
+    if exists(p) or p.suffix in (".yaml", ".yml") or len(p.parts) != 1:
         return p
     for d in scenario_dirs():
         hit = d / f"{p.name}.yaml"
-        if hit.is_file():
+        if is_file(hit):
             return hit
     return p

@@ -211,3 +211,36 @@ def test_fitted_coefficient_too_large_for_floats_is_refused(
     assert main(["run", str(_scenario(tmp_path, **fields)), "--no-plots", "--out", str(out)]) == 2
     line = _error(capsys)
     assert f"{profile}: {path}: out of range (got {number!r}); allowed: {bound}" in line
+
+
+# ------------------------------------------------------------ names too long for a path
+
+
+def test_reference_case_scenario_too_long_for_a_path_is_named_at_load(tmp_path, capsys):
+    """Was: "xxxx...: File name too long" from the file system, naming no file."""
+    refs = _references(tmp_path, FIELD)
+    doc = yaml.safe_load((refs / "x.yaml").read_text())
+    doc["cases"][0]["scenario"] = "x" * 10_000
+    (refs / "x.yaml").write_text(yaml.safe_dump(doc))
+    argv = ["validate", "--references", str(refs), "--out", str(tmp_path / "v"), "--no-plot"]
+    assert main(argv) == 2
+    line = _error(capsys)
+    assert f"{refs / 'x.yaml'}: cases[0].scenario: not a usable path" in line
+    assert "... (10002 characters)" in line and len(line) < 400  # the value is cut
+
+
+@pytest.mark.parametrize(
+    "argv, shown",
+    [
+        (["topo", "x" * 300, "--no-png"], "topology: unknown topology"),
+        (["nccl-tests", "--topology", "dgx-a100", "--profile", "x" * 300],
+         "profile: unknown profile"),
+        (["nccl-tests", "--topology", "dgx-a100", "--network-profile", "x" * 300 + ".json"],
+         "network profile: unknown network profile"),
+    ],
+)  # fmt: skip
+def test_name_too_long_for_a_path_is_an_unknown_name(capsys, argv, shown):
+    """Was: the search folder's path and "File name too long" (an OSError at the top)."""
+    assert main(argv) == 2
+    line = _error(capsys)
+    assert shown in line and "characters)); allowed:" in line

@@ -17,7 +17,7 @@ from simcluster.compute.profile import DeviceProfile, SpecProfile
 from simcluster.compute.profile_schema import validate_network, validate_spec_device
 from simcluster.errors import ConfigError, UnknownNameError
 from simcluster.inputs import load_json
-from simcluster.paths import network_profiles_dir, profiles_dir
+from simcluster.paths import is_file, network_profiles_dir, profiles_dir
 from simcluster.registry import Registry
 
 __all__ = [
@@ -72,10 +72,10 @@ def list_network_profiles() -> list[str]:
 
 def _resolve(name_or_path: str, folder: Path, kind: str, known: list[str]) -> Path:
     p = Path(name_or_path)
-    if p.suffix == ".json" and p.is_file():
+    if p.suffix == ".json" and is_file(p):
         return p
     candidate = folder / f"{name_or_path}.json"
-    if candidate.is_file():
+    if is_file(candidate):
         return candidate
     raise UnknownNameError(kind, name_or_path, known)
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from simcluster.errors import UserError
-from simcluster.paths import project_root
+from simcluster.paths import exists, is_file, project_root
 from simcluster.validation.cases import Case, ReferenceFile
 from simcluster.validation.metrics import (
     MetricError,
@@ -92,7 +92,7 @@ class CaseResult:
 def resolve_scenario(path: str) -> Path:
     """A case's scenario path: as given when it exists, else relative to the project."""
     p = Path(path)
-    if p.is_absolute() or p.exists():
+    if p.is_absolute() or exists(p):
         return p
     return project_root() / p
 
@@ -134,7 +134,7 @@ def _prepare(case: Case, workdir: Path):
         if name not in known:
             return None, f"skipped: schedule {name} not available"
     path = resolve_scenario(case.scenario)
-    if not path.is_file():
+    if not is_file(path):
         return None, f"skipped: scenario file {case.scenario} not available"
     from simcluster.inputs import load_yaml
 
