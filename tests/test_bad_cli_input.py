@@ -244,3 +244,36 @@ def test_name_too_long_for_a_path_is_an_unknown_name(capsys, argv, shown):
     assert main(argv) == 2
     line = _error(capsys)
     assert shown in line and "characters)); allowed:" in line
+
+
+# ------------------------------------------------------------ did you mean: a name's part
+
+
+@pytest.mark.parametrize(
+    "field, value, near",
+    [
+        ("profile", "v100", "did you mean 'v100-sxm2-32gb' or 'v100-sxm2-32gb-derived'?"),
+        ("profile", "a100", "did you mean 'a100-80gb-sxm' or 'a100-80gb-pcie' or "
+                            "'a100-80gb-sxm-derived'?"),
+    ],
+)  # fmt: skip
+def test_device_name_alone_suggests_the_profiles_named_after_it(
+    tmp_path, capsys, field, value, near
+):
+    """Was: the whole list of profiles and no suggestion (no name is close as a whole)."""
+    scenario = _scenario(tmp_path, **{field: value})
+    assert main(["run", str(scenario), "--no-plots", "--out", str(tmp_path / "o")]) == 2
+    line = _error(capsys)
+    assert f"{scenario}: {field}: unknown {field} (got '{value}'); allowed: " in line
+    assert line.endswith(near)
+
+
+def test_did_you_mean_offers_parts_only_when_few_and_nothing_is_close():
+    from simcluster.errors import did_you_mean
+
+    names = ["puhti", "puhti-xl", "puhti-2l", "puhti-mega", "dgx-a100"]
+    assert did_you_mean("puhty", names)[0] == "puhti"  # close as a whole: as before
+    assert did_you_mean("a100", names) == ["dgx-a100"]
+    assert did_you_mean("x", ["x-1", "x-2"]) == []  # one letter is no name
+    many = ["big-a-2l", "big-b-2l", "big-c-2l", "big-d-2l"]
+    assert did_you_mean("2l", many) == []  # too many to help
