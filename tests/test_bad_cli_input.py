@@ -277,3 +277,54 @@ def test_did_you_mean_offers_parts_only_when_few_and_nothing_is_close():
     assert did_you_mean("x", ["x-1", "x-2"]) == []  # one letter is no name
     many = ["big-a-2l", "big-b-2l", "big-c-2l", "big-d-2l"]
     assert did_you_mean("2l", many) == []  # too many to help
+
+
+# ------------------------------------------------------------ profile keys misspelt
+
+
+def _edit(data: dict, where: tuple, old: str | None, new: str, value=None) -> None:
+    node = data
+    for part in where:
+        node = node[part]
+    node[new] = node.pop(old) if old else value
+
+
+@pytest.mark.parametrize(
+    "source, key, where, old, new, value, path, near",
+    [
+        ("v100-sxm2-32gb.json", "profile", ("device",), "memory_bandwidth", "memory_bandwith",
+         None, "device.memory_bandwith", "did you mean 'memory_bandwidth'"),
+        ("v100-sxm2-32gb.json", "profile", (), "provenance", "provenanse", None, "provenanse",
+         "did you mean 'provenance'"),
+        ("v100-sxm2-32gb.json", "profile", ("device", "host"), None, "launch_overhead", 1e-6,
+         "device.host.launch_overhead", "did you mean 'launch_overhead_s'"),
+        ("network/nccl-spec.json", "network_profile", ("network",), "per_message_overhead_s",
+         "per_message_overhead", None, "network.per_message_overhead",
+         "did you mean 'per_message_overhead_s'"),
+        ("network/nccl-spec.json", "network_profile", ("network", "link_efficiency"), None,
+         "nvlnk", 0.5, "network.link_efficiency.nvlnk", "did you mean 'nvlink'"),
+    ],
+)  # fmt: skip
+def test_misspelt_profile_key_is_refused_not_carried_unread(
+    tmp_path, capsys, source, key, where, old, new, value, path, near
+):
+    """Was: exit 0; profile sections keep unknown keys (notes), so the value meant for
+    ``memory_bandwidth`` was never read and the shipped default was simulated."""
+    data = json.loads((PROFILES / source).read_text())
+    _edit(data, where, old, new, value)
+    profile = tmp_path / "p.json"
+    profile.write_text(json.dumps(data))
+    scenario = _scenario(tmp_path, **{key: str(profile)})
+    assert main(["run", str(scenario), "--no-plots", "--out", str(tmp_path / "o")]) == 2
+    line = _error(capsys)
+    assert f"{profile}: {path}: unknown key (got '{new}'); allowed: " in line and near in line
+
+
+def test_profile_note_far_from_any_key_still_passes(tmp_path, capsys):
+    data = json.loads((PROFILES / "v100-sxm2-32gb.json").read_text())
+    data["device"]["comment"] = "measured on node 7"
+    data["remarks"] = ["a note"]
+    profile = tmp_path / "p.json"
+    profile.write_text(json.dumps(data))
+    scenario = _scenario(tmp_path, profile=str(profile))
+    assert main(["run", str(scenario), "--no-plots", "--out", str(tmp_path / "o")]) == 0

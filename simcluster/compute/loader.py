@@ -15,7 +15,7 @@ from typing import Any
 
 from simcluster.compute.profile import DeviceProfile, SpecProfile
 from simcluster.compute.profile_schema import validate_network, validate_spec_device
-from simcluster.errors import ConfigError, UnknownNameError
+from simcluster.errors import ConfigError, UnknownNameError, did_you_mean
 from simcluster.inputs import load_json
 from simcluster.paths import is_file, network_profiles_dir, profiles_dir
 from simcluster.registry import Registry
@@ -32,6 +32,8 @@ __all__ = [
 ]
 
 SCHEMA_VERSION = 1
+#: the keys of a profile file (others pass, as notes, unless one is a near miss of these)
+TOP_KEYS = ("schema_version", "name", "kind", "provenance", "device", "network", "samples")
 
 
 @dataclass(frozen=True)
@@ -93,6 +95,10 @@ def _read(path: Path) -> dict[str, Any]:
             "unsupported profile schema",
             [str(SCHEMA_VERSION)],
         )
+    for key in data:  # a near miss of a known key is a typo, not a note
+        near = did_you_mean(str(key), TOP_KEYS)
+        if key not in TOP_KEYS and near:
+            raise ConfigError(str(path), str(key), key, "unknown key", TOP_KEYS, near)
     for key in ("name", "kind", "provenance"):
         if key not in data:
             raise ConfigError(str(path), key, None, "missing field")

@@ -5,7 +5,9 @@ scenario fields are: a real number (no ``true``, no ``"900 GB/s"``, no null),
 finite, strictly positive where it is a physical rate, and within the bounds
 below; a bad one is a :class:`~simcluster.errors.ConfigError` naming the file
 and the field path. Sections may carry fields this module does not know
-(provenance notes, fields added by newer code): those pass, but every number
+(provenance notes, fields added by newer code): those pass, unless one is a near
+miss of a known field (``memory_bandwith``, a ``link_efficiency`` kind ``nvlnk``),
+which is refused with "did you mean" since its value would go unread; every number
 anywhere in a profile file must already be finite (:mod:`simcluster.inputs`).
 
 Bounds (units):
@@ -26,7 +28,7 @@ from __future__ import annotations
 import math
 from typing import Annotated, Any, Literal
 
-from pydantic import ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from simcluster.errors import ConfigError
 from simcluster.schema import STRICT_CONFIG, StrictModel, pydantic_to_config_error
@@ -39,6 +41,7 @@ __all__ = [
     "validate_spec_device",
     "validate_network",
     "check_number",
+    "check_near_misses",
 ]
 
 Flops = Annotated[float, Field(ge=1e6, le=1e19, description="FLOP/s")]
@@ -162,10 +165,46 @@ class NetworkSection(StrictModel):
     transport: TransportSection | None = None
 
 
+#: link kinds the topology builders make (``link_efficiency`` keys)
+LINK_KINDS = ("nvlink", "nvswitch", "pcie", "infiniband", "ethernet", "qpi", "memory")
+#: open sections' mappings whose keys are names from a known set: section -> field -> names
+_NAMED_KEYS: dict[str, dict[str, tuple[str, ...]]] = {
+    "NetworkSection": {"link_efficiency": LINK_KINDS}
+}
+
+
+def check_near_misses(data: Any, model: Any, file: str | None, prefix: tuple = ()) -> None:
+    """Refuse a key an open section does not know that is a near miss of one it does
+    (``memory_bandwith``): it would be carried along unread, and the value the user
+    meant to set would not be used. Far-off keys (notes, newer fields) still pass."""
+    from simcluster.errors import did_you_mean, format_path
+    from simcluster.schema import annotation_at
+
+    model = annotation_at(model, ())
+    if not isinstance(data, dict) or not (isinstance(model, type) and issubclass(model, BaseModel)):
+        return
+    for name, known in _NAMED_KEYS.get(model.__name__, {}).items():
+        for key in data.get(name) or {}:
+            near = did_you_mean(str(key), known)
+            if key not in known and near:
+                raise ConfigError(
+                    file, format_path((*prefix, name, key)), key, "unknown key", known, near
+                )
+    fields = sorted(model.model_fields)
+    for key, value in data.items():
+        if key in model.model_fields:
+            check_near_misses(value, annotation_at(model, (key,)), file, (*prefix, key))
+            continue
+        near = did_you_mean(str(key), fields)
+        if near and model.model_config.get("extra") == "allow":
+            raise ConfigError(file, format_path((*prefix, key)), key, "unknown key", fields, near)
+
+
 def validate_spec_device(data: Any, file: str) -> SpecDevice:
     """The ``device`` section of a spec profile, checked; raises ConfigError."""
     if not isinstance(data, dict):
         raise ConfigError(file, "device", type(data).__name__, "must be a mapping")
+    check_near_misses(data, SpecDevice, file, ("device",))
     try:
         return SpecDevice.model_validate(data)
     except ValidationError as exc:
@@ -176,6 +215,7 @@ def validate_network(data: Any, file: str) -> NetworkSection:
     """The ``network`` section of a network profile, checked; raises ConfigError."""
     if not isinstance(data, dict):
         raise ConfigError(file, "network", type(data).__name__, "must be a mapping")
+    check_near_misses(data, NetworkSection, file, ("network",))
     try:
         net = NetworkSection.model_validate(data)
     except ValidationError as exc:
