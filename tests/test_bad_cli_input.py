@@ -328,3 +328,42 @@ def test_profile_note_far_from_any_key_still_passes(tmp_path, capsys):
     profile.write_text(json.dumps(data))
     scenario = _scenario(tmp_path, profile=str(profile))
     assert main(["run", str(scenario), "--no-plots", "--out", str(tmp_path / "o")]) == 0
+
+
+# ------------------------------------------------------------ sweep --set into profiles
+
+
+@pytest.mark.parametrize(
+    "axis, shown",
+    [
+        ("profile.peak_tflops=0", ": profile.peak_tflops: no such field in the profile (a new "
+         "key there would go unread) (got 'peak_tflops'); allowed: device, kind, name"),
+        ("profile.device.memory_bandwith=1e9", ": profile.device.memory_bandwith: no such field "
+         "in the profile"),
+        ("network_profile.foo=1", ": network_profile.foo: no such field in the network profile"),
+        ("profile.device.peak_flops.fp16=1e14", "profile v100-sxm2-32gb with the point's values: "
+         "device.peak_flops.fp16: unknown key (got 'fp16'); allowed: fp32, tf32_tensor, "
+         "fp16_tensor, bf16_tensor; did you mean 'fp16_tensor'?"),
+        ("network_profile.network.transport.net=socket", "network profile nccl-spec with the "
+         "point's values: network.transport: net: socket needs connection_bandwidth and "
+         "socket_per_message_s"),
+        ("topology.nodes.nic.bw=1", "topology puhti with the point's values: nodes: unknown key "
+         "(got 'nodes')"),
+    ],
+)  # fmt: skip
+def test_sweep_axis_into_a_profile_or_topology_is_checked_and_named(tmp_path, capsys, axis, shown):
+    """Was: a new profile key accepted and never read (exit 0); a socket transport without
+    its numbers a TypeError traceback; errors named the hashed copy under --out."""
+    scenario = _scenario(tmp_path)
+    out = tmp_path / "sw"
+    assert main(["sweep", str(scenario), "--set", axis, "--out", str(out), "--no-plots"]) == 2
+    line = _error(capsys)
+    assert shown in line and str(out) not in line
+
+
+def test_sweep_value_in_e_notation_is_a_number(tmp_path, capsys):
+    """Was: 1e11 read as the string '1e11' (YAML 1.1), so "wrong type ... a number"."""
+    scenario = _scenario(tmp_path)
+    axis = "profile.device.memory_bandwidth=1e11,2e11"
+    assert main(["sweep", str(scenario), "--set", axis, "--out", str(tmp_path / "sw"),
+                 "--no-plots"]) == 0  # fmt: skip

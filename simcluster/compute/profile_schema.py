@@ -30,6 +30,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from simcluster.compute.precision import PEAK_NAMES
 from simcluster.errors import ConfigError
 from simcluster.schema import STRICT_CONFIG, StrictModel, pydantic_to_config_error
 
@@ -151,6 +152,21 @@ class TransportSection(StrictModel):
     staging_per_message_s: Overhead = 0.0
     source: str = ""
 
+    @model_validator(mode="after")
+    def _socket_numbers(self) -> TransportSection:
+        if self.net == "socket":  # measured numbers, no default stands in for them
+            missing = [
+                k
+                for k in ("connection_bandwidth", "socket_per_message_s")
+                if k not in self.model_fields_set or getattr(self, k) is None
+            ]
+            if missing:
+                raise ValueError(
+                    f"net: socket needs {' and '.join(missing)} (measured per-connection "
+                    "bytes/s and seconds per message)"
+                )
+        return self
+
 
 class NetworkSection(StrictModel):
     """``network`` of a network profile."""
@@ -169,7 +185,8 @@ class NetworkSection(StrictModel):
 LINK_KINDS = ("nvlink", "nvswitch", "pcie", "infiniband", "ethernet", "qpi", "memory")
 #: open sections' mappings whose keys are names from a known set: section -> field -> names
 _NAMED_KEYS: dict[str, dict[str, tuple[str, ...]]] = {
-    "NetworkSection": {"link_efficiency": LINK_KINDS}
+    "NetworkSection": {"link_efficiency": LINK_KINDS},
+    "SpecDevice": {"peak_flops": tuple(PEAK_NAMES)},
 }
 
 
