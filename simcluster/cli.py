@@ -333,8 +333,11 @@ def cmd_nccl_tests(args: argparse.Namespace) -> int:
     ctx = CommContext.from_profile(cluster, with_transport(netp, cluster))
     sizes = sizes_between(parse_size(args.minbytes, "-b"), parse_size(args.maxbytes, "-e"),
                           args.stepfactor)  # fmt: skip
-    if args.ngpus < 1:
-        raise ConfigError(None, "-g", args.ngpus, "GPUs per thread must be at least 1")
+    if not 1 <= args.ngpus <= cluster.ranks_per_node:  # one thread drives GPUs of its node
+        raise ConfigError(
+            None, "-g", args.ngpus, "GPUs per thread out of range",
+            f"1..{cluster.ranks_per_node} (the GPUs of one {cluster.name} node)",
+        )  # fmt: skip
     if args.ngpus > 1 and not args.profile:  # one thread drives -g GPUs: launches bound small sizes
         raise ConfigError(
             None, "-g", args.ngpus, "needs --profile (a device profile: its launch overhead)"

@@ -367,3 +367,31 @@ def test_sweep_value_in_e_notation_is_a_number(tmp_path, capsys):
     axis = "profile.device.memory_bandwidth=1e11,2e11"
     assert main(["sweep", str(scenario), "--set", axis, "--out", str(tmp_path / "sw"),
                  "--no-plots"]) == 0  # fmt: skip
+
+
+# ------------------------------------------------------------ flags that were ignored
+
+
+@pytest.mark.parametrize(
+    "argv, shown",
+    [
+        (["nccl-tests", "--topology", "dgx-a100", "-g", "9", "--profile", "a100-80gb-sxm"],
+         "-g: GPUs per thread out of range (got 9); allowed: 1..8 (the GPUs of one dgx-a100 "
+         "node)"),
+        (["nccl-tests", "--topology", "dgx-a100", "-g", "100000", "--profile", "a100-80gb-sxm"],
+         "-g: GPUs per thread out of range (got 100000)"),
+    ],
+)  # fmt: skip
+def test_nccl_tests_more_gpus_per_thread_than_a_node_has(capsys, argv, shown):
+    """Was: exit 0, a table of 100,000 launches per iteration on an 8-GPU node."""
+    assert main(argv) == 2
+    assert shown in _error(capsys)
+
+
+def test_sweep_scheduler_without_dask_is_refused(tmp_path, capsys):
+    """Was: the address ignored and the points run locally without a word."""
+    argv = ["sweep", str(_scenario(tmp_path)), "--set", "seed=1", "--scheduler", "tcp://h:8786",
+            "--out", str(tmp_path / "sw"), "--no-plots"]  # fmt: skip
+    assert main(argv) == 2
+    line = _error(capsys)
+    assert "--scheduler: only used with --executor dask (got 'tcp://h:8786')" in line
