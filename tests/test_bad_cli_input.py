@@ -395,3 +395,25 @@ def test_sweep_scheduler_without_dask_is_refused(tmp_path, capsys):
     assert main(argv) == 2
     line = _error(capsys)
     assert "--scheduler: only used with --executor dask (got 'tcp://h:8786')" in line
+
+
+@pytest.mark.parametrize(
+    "which, make, shown",
+    [
+        ("live", None, "--references: no such folder (got '{refs}'); allowed: a folder of "
+         "reference files"),
+        ("live", "dir", "--references: has no live/ folder of recorded live runs (got '{refs}')"),
+        ("paper", "file", "--references: is a file, not a folder (got '{refs}')"),
+    ],
+)  # fmt: skip
+def test_validate_references_folder_that_is_not_there(tmp_path, capsys, which, make, shown):
+    """Was (--set live): "no cases to validate", exit 0."""
+    refs = tmp_path / "refs"
+    if make == "dir":
+        refs.mkdir()
+    elif make == "file":
+        refs.write_text("")
+    argv = ["validate", "--set", which, "--references", str(refs), "--out", str(tmp_path / "v")]
+    assert main(argv) == 2
+    assert shown.format(refs=refs) in _error(capsys)
+    assert not (tmp_path / "v").exists()  # refused before --out is made

@@ -50,6 +50,18 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(None, "--set", args.which, "unknown case set", ["paper", "live", "all"])
     if args.jobs < 1:
         raise ConfigError(None, "--jobs", args.jobs, "out of range", "a value >= 1")
+    if args.references and not args.live:  # --set live reads its live/ folder: check it too
+        refs = Path(args.references)
+        if not refs.is_dir():
+            problem = "is a file, not a folder" if refs.exists() else "no such folder"
+            raise ConfigError(
+                None, "--references", str(refs), problem, "a folder of reference files"
+            )
+        if args.which in ("live", "all") and not (refs / "live").is_dir():
+            raise ConfigError(
+                None, "--references", str(refs), "has no live/ folder of recorded live runs",
+                "a folder holding live/*.json (--set live or all)",
+            )  # fmt: skip
     files = []  # the reference files are read (and their errors reported) before --out is touched
     if not args.live and args.which in ("paper", "all"):
         files = load_references(args.references)
