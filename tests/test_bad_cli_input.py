@@ -417,3 +417,85 @@ def test_validate_references_folder_that_is_not_there(tmp_path, capsys, which, m
     assert main(argv) == 2
     assert shown.format(refs=refs) in _error(capsys)
     assert not (tmp_path / "v").exists()  # refused before --out is made
+
+
+# ------------------------------------------------------------ python -m calibrate.<tool>
+
+
+def _tool_error(capsys, tool: str) -> str:
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    lines = [ln for ln in err.splitlines() if ln.startswith(f"calibrate.{tool}")]
+    assert len(lines) == 1, err
+    return lines[0]
+
+
+@pytest.mark.parametrize(
+    "args, shown",
+    [
+        (["--device", "tpu"], "--device: unknown device (got 'tpu'); allowed: cpu, cuda, cuda:N"),
+        (["--reps", "0"], "--reps: out of range (got 0); allowed: an integer >= 1"),
+        (["--rounds", "-1"], "--rounds: out of range (got -1)"),
+        (["--warmup", "-1"], "--warmup: out of range (got -1); allowed: an integer >= 0"),
+        (["--batches", "0"], "--batches: not a comma list of batch sizes (got '0')"),
+        (["--batches", "64,x"], "--batches: not a comma list of batch sizes (got '64,x')"),
+        (["--deadline-s", "nan"], "--deadline-s: out of range (got nan)"),
+        (["--deadline-s", "-5"], "--deadline-s: out of range (got -5.0)"),
+        (["--out", "{mine}"], "--out: file exists; pass --force to overwrite it (got '{mine}')"),
+        (["--out", "{tmp}"], "--out: is a folder (got '{tmp}')"),
+    ],
+)
+def test_calibrate_anchors_bad_flag_exits_2_before_timing(tmp_path, capsys, args, shown):
+    """Was: a traceback (--device tpu, --batches x), the user's --out overwritten, or a
+    run with 0 reps (a median of nothing) or a NaN deadline."""
+    pytest.importorskip("torch")
+    from calibrate.anchors import main as anchors
+
+    mine = tmp_path / "mine.json"
+    mine.write_text('{"my": "notes"}')
+    fill = {"mine": mine, "tmp": tmp_path}
+    argv = ["--device", "cpu", "--out", str(tmp_path / "a.json"), "--cases", "resnet50"]
+    argv += [a.format(**fill) for a in args]
+    assert anchors(argv) == 2
+    assert shown.format(**fill) in _tool_error(capsys, "anchors")
+    assert mine.read_text() == '{"my": "notes"}' and not (tmp_path / "a.json").exists()
+
+
+@pytest.mark.parametrize(
+    "args, shown",
+    [
+        (["--out", "{mine}"], "--out {mine}: file exists; pass --force to overwrite it"),
+        (["--et", "{mine}"], "--et {mine}: file exists; pass --force to overwrite it"),
+        (["--out", "{tmp}"], "--out {tmp}: is a folder"),
+        (["--num-classes", "0"], "--num-classes >= 1"),
+        (["--input-shape", "3,32"], "resnet18-cifar: one training step on input shape (3, 32) "
+         "x batch 2 failed (RuntimeError: "),
+        (["--input-shape", "3,32,32", "--tokens", "5"], "failed (RuntimeError: "),
+    ],
+)  # fmt: skip
+def test_calibrate_trace_bad_flag_exits_2(tmp_path, capsys, args, shown):
+    """Was: the user's --out overwritten by the trace; a shape the model refuses a
+    RuntimeError traceback from deep inside torch."""
+    pytest.importorskip("torch")
+    from calibrate.trace import main as trace
+
+    mine = tmp_path / "mine.json"
+    mine.write_text('{"my": "notes"}')
+    fill = {"mine": mine, "tmp": tmp_path}
+    argv = ["--model", "resnet18-cifar", "--batch", "2", "--warmup", "1", "--steps", "1",
+            "--unprofiled", "1", "--out", str(tmp_path / "t.json")]  # fmt: skip
+    argv += [a.format(**fill) for a in args]
+    assert trace(argv) == 2
+    assert shown.format(**fill) in _tool_error(capsys, "trace")
+    assert mine.read_text() == '{"my": "notes"}'
+
+
+def test_calibrate_trace_input_shape_with_an_empty_piece_is_refused(capsys):
+    pytest.importorskip("torch")
+    from calibrate.trace import main as trace
+
+    with pytest.raises(SystemExit) as e:
+        trace(["--model", "resnet18-cifar", "--batch", "2", "--input-shape", "3,x",
+               "--out", "t.json"])  # fmt: skip
+    assert e.value.code == 2
+    assert "argument --input-shape: '3,x': comma-separated integers" in capsys.readouterr().err
