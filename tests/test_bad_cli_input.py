@@ -499,3 +499,34 @@ def test_calibrate_trace_input_shape_with_an_empty_piece_is_refused(capsys):
                "--out", "t.json"])  # fmt: skip
     assert e.value.code == 2
     assert "argument --input-shape: '3,x': comma-separated integers" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "args, shown",
+    [
+        (["--nproc", "0"], "--nproc: out of range (got 0); allowed: 1.."),
+        (["--nproc", "100000"], "--nproc: out of range (got 100000)"),
+        (["--nproc", "3", "--ranks-per-node", "2"],
+         "--ranks-per-node: 3 processes do not fill nodes of 2 (got 2)"),
+        (["--batch", "0"], "--batch: out of range (got 0); allowed: an integer >= 1"),
+        (["--iterations", "-1"], "--iterations: out of range (got -1)"),
+        (["--density", "0"], "--density: out of range (got 0.0); allowed: a fraction in (0, 1]"),
+        (["--keep", "nan"], "--keep: out of range (got nan)"),
+        (["--bucket-mb", "inf"], "--bucket-mb: out of range (got inf); allowed: megabytes > 0"),
+        (["--out", "{mine}"], "--out {mine}: file exists; pass --force to overwrite it"),
+        (["--trace", "{tmp}"], "--trace {tmp}: is a folder"),
+    ],
+)  # fmt: skip
+def test_calibrate_live_bad_flag_exits_2_before_any_process(tmp_path, capsys, args, shown):
+    """Was: --batch 0 ran and wrote a live run of empty batches (exit 0); --out overwrote
+    the previous recorded run."""
+    pytest.importorskip("torch")
+    from calibrate.live.run import main as live
+
+    mine = tmp_path / "mine.json"
+    mine.write_text('{"my": "run"}')
+    fill = {"mine": mine, "tmp": tmp_path}
+    argv = ["--nproc", "2", "--out", str(tmp_path / "l.json")] + [a.format(**fill) for a in args]
+    assert live(argv) == 2
+    assert shown.format(**fill) in _tool_error(capsys, "live")
+    assert mine.read_text() == '{"my": "run"}' and not (tmp_path / "l.json").exists()
