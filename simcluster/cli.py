@@ -312,7 +312,9 @@ def _calibrate_gloo(args: argparse.Namespace) -> int:
         from simcluster.calibrate import gloo as cal_gloo
     except ModuleNotFoundError:
         from calibrate import gloo as cal_gloo
-    return cal_gloo.main(["--nproc", nproc, "--out", str(out)])
+    return cal_gloo.main(
+        ["--nproc", nproc, "--out", str(out), *(["--force"] if args.force else [])]
+    )
 
 
 def cmd_nccl_tests(args: argparse.Namespace) -> int:

@@ -530,3 +530,74 @@ def test_calibrate_live_bad_flag_exits_2_before_any_process(tmp_path, capsys, ar
     assert live(argv) == 2
     assert shown.format(**fill) in _tool_error(capsys, "live")
     assert mine.read_text() == '{"my": "run"}' and not (tmp_path / "l.json").exists()
+
+
+@pytest.mark.parametrize(
+    "args, shown",
+    [
+        (["--out", "{mine}"], "--out {mine}: file exists; pass --force to overwrite it"),
+        (["--raw", "{mine}"], "--raw {mine}: file exists; pass --force to overwrite it"),
+        (["--reps", "0"], "--reps: out of range (got 0); allowed: an integer >= 1"),
+        (["--from-raw", "{tmp}/none.json"], "--from-raw {tmp}/none.json: <root>: no such raw "
+         "gloo measurement file"),
+        (["--from-raw", "{mine}"], "--from-raw {mine}: not a raw file of `--raw` (no config, "
+         "worlds, machine, command, duration_s)"),
+        (["--from-raw", "{bad}"], "--from-raw {bad}: not a raw file of `--raw` (KeyError: "),
+    ],
+)  # fmt: skip
+def test_calibrate_gloo_bad_flag_or_raw_file_exits_2(tmp_path, capsys, args, shown):
+    """Was: --from-raw of a missing or foreign file a FileNotFoundError / KeyError
+    traceback; an existing --out overwritten."""
+    pytest.importorskip("torch")
+    from calibrate.gloo import main as gloo
+
+    mine = tmp_path / "mine.json"
+    mine.write_text('{"my": "notes"}')
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"config": {}, "worlds": [{"x": 1}], "machine": {"cpus": 2},
+                               "command": "c", "duration_s": 1}))  # fmt: skip
+    fill = {"mine": mine, "tmp": tmp_path, "bad": bad}
+    argv = ["--nproc", "2", "--out", str(tmp_path / "g.json")] + [a.format(**fill) for a in args]
+    assert gloo(argv) == 2
+    assert shown.format(**fill) in _tool_error(capsys, "gloo")
+    assert mine.read_text() == '{"my": "notes"}' and not (tmp_path / "g.json").exists()
+
+
+def test_calibrate_transfer_error_keeps_an_existing_json(tmp_path, capsys):
+    from calibrate.transfer_error import main as transfer_error
+
+    mine = tmp_path / "mine.json"
+    mine.write_text("mine")
+    with pytest.raises(SystemExit) as e:
+        transfer_error(["h100-sxm-80gb-measured", "v100-sxm2-32gb", "--json", str(mine)])
+    assert e.value.code == 2 and mine.read_text() == "mine"
+    assert f"--json {mine}: file exists; pass --force" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "args, shown",
+    [
+        (["--rtol", "-1"], "--rtol: out of range (got -1.0); allowed: a fraction in (0, 1)"),
+        (["--rtol", "nan"], "--rtol: out of range (got nan)"),
+        (["--name", "a/b"], "--name: bad characters (got 'a/b')"),
+    ],
+)
+def test_validation_fit_bad_flag_exits_2_before_fitting(tmp_path, capsys, args, shown):
+    """Was: not checked; the fit simulated the bracket ends first (--rtol -1 cannot converge)."""
+    from simcluster.validation.fit import main as fit
+
+    argv = [
+        "--case",
+        "prunex-speedup-ddp-64",
+        "--network-profile",
+        "nccl-spec",
+        "--param",
+        "network.per_message_overhead_s",
+        "--name",
+        "x",
+        "--out",
+        str(tmp_path / "f.json"),
+    ]
+    assert fit(argv + args) == 2  # fmt: skip
+    line = [ln for ln in capsys.readouterr().err.splitlines() if "error:" in ln]
+    assert len(line) == 1 and shown in line[0]
