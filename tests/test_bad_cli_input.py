@@ -601,3 +601,27 @@ def test_validation_fit_bad_flag_exits_2_before_fitting(tmp_path, capsys, args, 
     assert fit(argv + args) == 2  # fmt: skip
     line = [ln for ln in capsys.readouterr().err.splitlines() if "error:" in ln]
     assert len(line) == 1 and shown in line[0]
+
+
+@pytest.mark.parametrize(
+    "args, shown",
+    [
+        ([], "launch with torchrun (RANK, MASTER_ADDR unset)"),
+        (["--sizes", "x"], "--sizes: not a comma list of byte counts (got 'x')"),
+        (["--sizes", "0,8"], "--sizes: not a comma list of byte counts (got '0,8')"),
+        (["--ops", "allreduc"], "--ops: unknown collective (got 'allreduc'); allowed: "
+         "allreduce, allgather, broadcast"),
+        (["--threads", "0"], "--threads: out of range (got 0)"),
+        (["--max-bytes", "nan"], "--max-bytes: out of range (got nan); allowed: bytes >= 8"),
+    ],
+)  # fmt: skip
+def test_calibrate_collectives_bad_flag_or_launch_exits_2(monkeypatch, capsys, args, shown):
+    """Was: a ValueError traceback from torch's rendezvous (not under torchrun) or from
+    int('x') after the process group started."""
+    pytest.importorskip("torch")
+    from calibrate.collectives import main as collectives
+
+    for var in ("RANK", "MASTER_ADDR"):
+        monkeypatch.delenv(var, raising=False)
+    assert collectives(["--out", "c.json", "--backend", "gloo", *args]) == 2
+    assert shown in _tool_error(capsys, "collectives")
