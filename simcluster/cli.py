@@ -21,7 +21,34 @@ __all__ = ["main", "build_parser"]
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # argparse exits 2 too; keep one line
+        message += _near_options(self, message)
         self.exit(2, f"simcluster: error: {message} (see `{self.prog} --help`)\n")
+
+    def parse_args(self, args=None, namespace=None):  # type: ignore[override]
+        """As argparse's, but an unknown flag is reported by the subcommand's parser (its
+        flags for "did you mean", its --help)."""
+        ns, extras = self.parse_known_args(args, namespace)
+        if extras:
+            sub = self
+            for action in self._actions:
+                if isinstance(action, argparse._SubParsersAction):
+                    sub = action.choices.get(getattr(ns, action.dest, None), self)
+            sub.error(f"unrecognized arguments: {' '.join(extras)}")
+        return ns
+
+
+def _near_options(parser: argparse.ArgumentParser, message: str) -> str:
+    """ "; did you mean '--no-plots'?" for a misspelt flag among the unrecognized arguments."""
+    from simcluster.errors import did_you_mean
+
+    if not message.startswith("unrecognized arguments:"):
+        return ""
+    flags = sorted(
+        {o for a in parser._actions for o in a.option_strings if o.startswith("--")} - {"--help"}
+    )
+    words = [w.split("=", 1)[0] for w in message.split(":", 1)[1].split() if w.startswith("--")]
+    hits = dict.fromkeys(h for w in words for h in did_you_mean(w, flags, n=2))
+    return "; did you mean " + " or ".join(repr(h) for h in hits) + "?" if hits else ""
 
 
 def cmd_run(args: argparse.Namespace) -> int:

@@ -625,3 +625,26 @@ def test_calibrate_collectives_bad_flag_or_launch_exits_2(monkeypatch, capsys, a
         monkeypatch.delenv(var, raising=False)
     assert collectives(["--out", "c.json", "--backend", "gloo", *args]) == 2
     assert shown in _tool_error(capsys, "collectives")
+
+
+# ------------------------------------------------------------ misspelt flags
+
+
+@pytest.mark.parametrize(
+    "argv, shown",
+    [
+        (["run", "puhti64", "--outt", "x"],
+         "unrecognized arguments: --outt x; did you mean '--out'? (see `simcluster run --help`)"),
+        (["run", "puhti64", "--netwrk-model", "maxmin"], "did you mean '--network-model'?"),
+        (["validate", "--refrences", "x"], "did you mean '--references'? (see `simcluster "
+         "validate --help`)"),
+        (["sweep", "puhti64", "--sett", "seed=1"], "did you mean '--set'?"),
+        (["list", "--bogus"], "unrecognized arguments: --bogus (see `simcluster list --help`)"),
+    ],
+)  # fmt: skip
+def test_misspelt_flag_gets_did_you_mean_from_its_subcommand(capsys, argv, shown):
+    """Was: "unrecognized arguments: --outt x (see `simcluster --help`)", no suggestion."""
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    assert e.value.code == 2
+    assert shown in _error(capsys)
