@@ -648,3 +648,14 @@ def test_misspelt_flag_gets_did_you_mean_from_its_subcommand(capsys, argv, shown
         main(argv)
     assert e.value.code == 2
     assert shown in _error(capsys)
+
+
+def test_every_missing_field_is_named_at_once(tmp_path, capsys):
+    """Was: "profile: missing required field [and 3 more problem(s)]": four runs to find
+    the four fields."""
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text("name: b\ntopology: puhti\n")
+    assert main(["run", str(scenario), "--no-plots", "--out", str(tmp_path / "o")]) == 2
+    line = _error(capsys)
+    assert (f"{scenario}: profile: missing required field (also missing: workload, schedules, "
+            "study)") in line and "more problem" not in line  # fmt: skip
