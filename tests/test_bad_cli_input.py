@@ -659,3 +659,32 @@ def test_every_missing_field_is_named_at_once(tmp_path, capsys):
     line = _error(capsys)
     assert (f"{scenario}: profile: missing required field (also missing: workload, schedules, "
             "study)") in line and "more problem" not in line  # fmt: skip
+
+
+# ------------------------------------------------------------ execution traces (--et)
+
+ACC = "torch::autograd::AccumulateGrad"
+
+
+@pytest.mark.parametrize(
+    "node, path, shown",
+    [
+        ({"name": ACC, "inputs": 3}, "nodes[0].inputs", "not a mapping with a shapes list (got 3)"),
+        ({"name": ACC, "inputs": {"shapes": 5}}, "nodes[0].inputs",
+         "not a mapping with a shapes list (got {'shapes': 5})"),
+        ({"name": ACC, "attrs": 7}, "nodes[0].attrs", "not a list of attributes (got 7)"),
+    ],
+)  # fmt: skip
+def test_execution_trace_node_of_the_wrong_shape_is_named(tmp_path, capsys, node, path, shown):
+    """Was: AttributeError / TypeError tracebacks from the AccumulateGrad nodes."""
+    import sys
+
+    sys.path.insert(0, str(ROOT / "bench"))
+    import fuzz
+
+    trace = tmp_path / "trace.json"
+    trace.write_text(json.dumps(fuzz.synthetic_trace()))
+    et = tmp_path / "et.json"
+    et.write_text(json.dumps({"nodes": [node]}))
+    assert main(["trace-summary", str(trace), "--et", str(et)]) == 2
+    assert f"{et}: {path}: {shown}; allowed: a file written by torch.profiler" in _error(capsys)
