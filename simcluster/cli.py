@@ -13,7 +13,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from simcluster.errors import ConfigError, UserError
+from simcluster.errors import ConfigError, UnknownNameError, UserError
 from simcluster.paths import TOPOLOGIES_ENV
 
 __all__ = ["main", "build_parser"]
@@ -349,6 +349,7 @@ def cmd_nccl_tests(args: argparse.Namespace) -> int:
     from simcluster.compute import load_network_profile
     from simcluster.network.transport import with_transport
     from simcluster.report.nccl_tests import (
+        NCCL_TEST_OPS,
         check_buffers_fit,
         format_rows,
         parse_size,
@@ -357,6 +358,11 @@ def cmd_nccl_tests(args: argparse.Namespace) -> int:
     )
     from simcluster.topology import load_topology
 
+    if args.algo != "auto" and NCCL_TEST_OPS[args.op].op != "allreduce":  # it would be ignored
+        raise ConfigError(
+            None, "--algo", args.algo, f"only all_reduce picks an algorithm, not --op {args.op}",
+            "auto",
+        )  # fmt: skip
     cluster = load_topology(args.topology, num_nodes=args.nodes)
     netp = load_network_profile(args.network_profile)
     ctx = CommContext.from_profile(cluster, with_transport(netp, cluster))
@@ -380,8 +386,16 @@ def cmd_nccl_tests(args: argparse.Namespace) -> int:
             launch = device.launch_overhead
         check_buffers_fit(args.op, sizes, cluster.num_ranks, device.memory_bytes, args.profile,
                           args.maxbytes)  # fmt: skip
-    rows = run_nccl_tests(ctx, args.op, sizes, args.network_model, args.algo, args.proto,
-                          gpus_per_thread=args.ngpus, launch_s=launch)  # fmt: skip
+    try:
+        rows = run_nccl_tests(ctx, args.op, sizes, args.network_model, args.algo, args.proto,
+                              gpus_per_thread=args.ngpus, launch_s=launch)  # fmt: skip
+    except UnknownNameError as exc:  # an --algo / --proto name: say which flag
+        flag = {"protocol": "--proto"}.get(exc.kind, "--algo" if "algorithm" in exc.kind else "")
+        if not flag or exc.file:
+            raise
+        raise ConfigError(
+            None, flag, exc.value, exc.problem, exc.allowed, exc.suggestions
+        ) from None
     if args.json:
         print(json.dumps({
             "topology": cluster.name, "nodes": cluster.num_nodes, "gpus": cluster.num_ranks,

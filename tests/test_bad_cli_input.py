@@ -688,3 +688,22 @@ def test_execution_trace_node_of_the_wrong_shape_is_named(tmp_path, capsys, node
     et.write_text(json.dumps({"nodes": [node]}))
     assert main(["trace-summary", str(trace), "--et", str(et)]) == 2
     assert f"{et}: {path}: {shown}; allowed: a file written by torch.profiler" in _error(capsys)
+
+
+@pytest.mark.parametrize(
+    "argv, shown",
+    [
+        (["--algo", "rng"], "--algo: unknown allreduce algorithm (got 'rng'); allowed: "
+         "halving-doubling, hierarchical, leader, nvls, ring, tree; did you mean 'ring'?"),
+        (["--proto", "ll"], "--proto: unknown protocol (got 'll'); allowed: LL, LL128, Simple, "
+         "auto; did you mean 'LL'?"),
+        (["--op", "broadcast", "--algo", "ring"],
+         "--algo: only all_reduce picks an algorithm, not --op broadcast (got 'ring'); "
+         "allowed: auto"),
+    ],
+)  # fmt: skip
+def test_nccl_tests_algorithm_and_protocol_errors_name_the_flag(capsys, argv, shown):
+    """Was: "allreduce algorithm: ..." / "protocol: ..." (no flag); --algo ignored for
+    other ops (exit 0)."""
+    assert main(["nccl-tests", "--topology", "dgx-a100", "-e", "1K", *argv]) == 2
+    assert shown in _error(capsys)
