@@ -707,3 +707,23 @@ def test_nccl_tests_algorithm_and_protocol_errors_name_the_flag(capsys, argv, sh
     other ops (exit 0)."""
     assert main(["nccl-tests", "--topology", "dgx-a100", "-e", "1K", *argv]) == 2
     assert shown in _error(capsys)
+
+
+@pytest.mark.parametrize(
+    "flag, name",
+    [("--from", "nosuch"), ("--target", "v100"), ("--source-spec", "h10")],
+)
+def test_calibrate_derive_unknown_profile_names_its_flag(tmp_path, flag, name):
+    """Was: "profile: unknown profile" for any of the three profile flags."""
+    pytest.importorskip("torch")
+    from calibrate import cli as cal_cli
+    from simcluster.cli import build_parser
+    from simcluster.errors import UnknownNameError
+
+    given = {"--from": "v100-sxm2-32gb-derived", "--target": "v100-sxm2-32gb"}
+    given[flag] = name
+    argv = ["calibrate", "derive", "--out", str(tmp_path / "x.json")]
+    argv += [x for kv in given.items() for x in kv]
+    with pytest.raises(UnknownNameError) as e:
+        cal_cli.run(build_parser().parse_args(argv))
+    assert str(e.value).startswith(f"{flag}: unknown profile (got '{name}'); allowed: ")

@@ -27,6 +27,7 @@ __all__ = [
     "load_profile",
     "load_network_profile",
     "read_profile_data",
+    "profile_path",
     "list_profiles",
     "list_network_profiles",
 ]
@@ -72,14 +73,22 @@ def list_network_profiles() -> list[str]:
     return _names(network_profiles_dir())
 
 
-def _resolve(name_or_path: str, folder: Path, kind: str, known: list[str]) -> Path:
+def _resolve(
+    name_or_path: str, folder: Path, kind: str, known: list[str], path: str | None = None
+) -> Path:
     p = Path(name_or_path)
     if p.suffix == ".json" and is_file(p):
         return p
     candidate = folder / f"{name_or_path}.json"
     if is_file(candidate):
         return candidate
-    raise UnknownNameError(kind, name_or_path, known)
+    raise UnknownNameError(kind, name_or_path, known, path=path)
+
+
+def profile_path(name_or_path: str, flag: str | None = None) -> Path:
+    """The file of a device profile (name or path); an unknown one is an UnknownNameError
+    naming ``flag`` (``--from``) when given."""
+    return _resolve(name_or_path, profiles_dir(), "profile", list_profiles(), flag)
 
 
 def _read(path: Path) -> dict[str, Any]:
