@@ -349,6 +349,7 @@ def cmd_nccl_tests(args: argparse.Namespace) -> int:
     from simcluster.compute import load_network_profile
     from simcluster.network.transport import with_transport
     from simcluster.report.nccl_tests import (
+        MAX_SIZE,
         NCCL_TEST_OPS,
         check_buffers_fit,
         format_rows,
@@ -386,6 +387,9 @@ def cmd_nccl_tests(args: argparse.Namespace) -> int:
             launch = device.launch_overhead
         check_buffers_fit(args.op, sizes, cluster.num_ranks, device.memory_bytes, args.profile,
                           args.maxbytes)  # fmt: skip
+    elif sizes[-1] > MAX_SIZE:
+        flag, text = ("-e", args.maxbytes) if sizes[0] <= MAX_SIZE else ("-b", args.minbytes)
+        raise ConfigError(None, flag, text, "too large", "at most 1024T (2^50 bytes)")
     try:
         rows = run_nccl_tests(ctx, args.op, sizes, args.network_model, args.algo, args.proto,
                               gpus_per_thread=args.ngpus, launch_s=launch)  # fmt: skip

@@ -727,3 +727,12 @@ def test_calibrate_derive_unknown_profile_names_its_flag(tmp_path, flag, name):
     with pytest.raises(UnknownNameError) as e:
         cal_cli.run(build_parser().parse_args(argv))
     assert str(e.value).startswith(f"{flag}: unknown profile (got '{name}'); allowed: ")
+
+
+@pytest.mark.parametrize("flag, value", [("-e", "1e30"), ("-e", "1025T")])
+def test_nccl_tests_size_beyond_any_gpu_is_refused(capsys, flag, value):
+    """Was: exit 0, a table of 10^34-byte buffers."""
+    assert main(["nccl-tests", "--topology", "dgx-a100", flag, value]) == 2
+    assert f"{flag}: too large (got '{value}'); allowed: at most 1024T (2^50 bytes)" in (
+        _error(capsys)
+    )
