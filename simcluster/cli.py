@@ -367,8 +367,8 @@ def cmd_nccl_tests(args: argparse.Namespace) -> int:
     cluster = load_topology(args.topology, num_nodes=args.nodes)
     netp = load_network_profile(args.network_profile)
     ctx = CommContext.from_profile(cluster, with_transport(netp, cluster))
-    sizes = sizes_between(parse_size(args.minbytes, "-b"), parse_size(args.maxbytes, "-e"),
-                          args.stepfactor)  # fmt: skip
+    begin, end = parse_size(args.minbytes, "-b"), parse_size(args.maxbytes, "-e")
+    sizes = sizes_between(begin, end, args.stepfactor)
     if not 1 <= args.ngpus <= cluster.ranks_per_node:  # one thread drives GPUs of its node
         raise ConfigError(
             None, "-g", args.ngpus, "GPUs per thread out of range",
@@ -387,9 +387,8 @@ def cmd_nccl_tests(args: argparse.Namespace) -> int:
             launch = device.launch_overhead
         check_buffers_fit(args.op, sizes, cluster.num_ranks, device.memory_bytes, args.profile,
                           args.maxbytes)  # fmt: skip
-    elif sizes[-1] > MAX_SIZE:
-        flag, text = ("-e", args.maxbytes) if sizes[0] <= MAX_SIZE else ("-b", args.minbytes)
-        raise ConfigError(None, flag, text, "too large", "at most 1024T (2^50 bytes)")
+    elif end > MAX_SIZE:  # -b <= -e is checked above
+        raise ConfigError(None, "-e", args.maxbytes, "too large", "at most 1024T (2^50 bytes)")
     try:
         rows = run_nccl_tests(ctx, args.op, sizes, args.network_model, args.algo, args.proto,
                               gpus_per_thread=args.ngpus, launch_s=launch)  # fmt: skip
