@@ -141,6 +141,40 @@ def time_step(
     }
 
 
+def _check_args(a: argparse.Namespace) -> tuple[torch.device, tuple[int, ...]]:
+    """The device and the --batches override, after every flag is checked (ConfigError)."""
+    import math
+    from pathlib import Path
+
+    from simcluster.errors import ConfigError
+
+    from .cli import _device
+
+    device = _device(a.device)
+    for flag, value, low in (("--warmup", a.warmup, 0), ("--reps", a.reps, 1),
+                             ("--rounds", a.rounds, 1)):  # fmt: skip
+        if value < low:
+            raise ConfigError(None, flag, value, "out of range", f"an integer >= {low}")
+    if not math.isfinite(a.deadline_s) or a.deadline_s < 0:
+        raise ConfigError(None, "--deadline-s", a.deadline_s, "out of range",
+                          "seconds >= 0 (0: no deadline)")  # fmt: skip
+    batches: tuple[int, ...] = ()
+    if a.batches:
+        try:
+            batches = tuple(int(b) for b in a.batches.split(",") if b.strip())
+        except ValueError:
+            batches = ()
+        if not batches or min(batches) < 1:
+            raise ConfigError(None, "--batches", a.batches, "not a comma list of batch sizes",
+                              "integers >= 1, e.g. 64,128")  # fmt: skip
+    out = Path(a.out)
+    if out.is_dir():
+        raise ConfigError(None, "--out", a.out, "is a folder", "a JSON file name")
+    if out.exists() and not a.force:
+        raise ConfigError(None, "--out", a.out, "file exists; pass --force to overwrite it")
+    return device, batches
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
         prog="python -m calibrate.anchors",
@@ -159,8 +193,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--reps", type=int, default=10, help="steps per round (default 10)")
     ap.add_argument("--rounds", type=int, default=3, help="rounds (default 3)")
     ap.add_argument("--deadline-s", type=float, default=0.0, help="stop starting cases after")
+    ap.add_argument("--force", action="store_true", help="overwrite an existing --out")
     a = ap.parse_args(argv)
-    device = torch.device(a.device)
     cases = [c.strip() for c in a.cases.split(",") if c.strip()]
     precs = [p.strip() for p in a.precisions.split(",") if p.strip()]
     bad = [c for c in cases if c not in CASES] + [
@@ -168,6 +202,13 @@ def main(argv: list[str] | None = None) -> int:
     ]
     if bad:
         print(f"calibrate.anchors: error: unknown case or precision {bad}", file=sys.stderr)
+        return 2
+    from simcluster.errors import UserError
+
+    try:
+        device, batches_override = _check_args(a)
+    except UserError as exc:
+        print(f"calibrate.anchors: error: {exc}", file=sys.stderr)
         return 2
     t0 = time.perf_counter()
     rows = []
@@ -185,8 +226,8 @@ def main(argv: list[str] | None = None) -> int:
     }
     for case in cases:
         model, size, batches = CASES[case]
-        if a.batches:
-            batches = tuple(int(b) for b in a.batches.split(","))
+        if batches_override:
+            batches = batches_override
         for batch in batches:
             for p in precs:
                 if a.deadline_s and time.perf_counter() - t0 > a.deadline_s:

@@ -279,6 +279,11 @@ def cmd_derive(args: argparse.Namespace) -> int:
             raise ConfigError(
                 None, flag, None, "missing: `calibrate derive` needs --from, --target and --out"
             )
+    from simcluster.compute.loader import profile_path
+
+    for f, flag in (("source", "--from"), ("target", "--target"), ("source_spec", "--source-spec")):
+        if getattr(args, f):
+            profile_path(getattr(args, f), flag)  # an unknown name names its flag
     out = Path(args.out)
     _check_writable(out, args.force, "--out")
     from simcluster.compute.measured import MeasuredProfile

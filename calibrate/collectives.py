@@ -300,6 +300,43 @@ def _parse_nominal(items: list[str]) -> dict[str, tuple[str, float]]:
     return out
 
 
+def _sizes(text: str) -> list[int]:
+    """``--sizes``: comma-separated byte counts (1e6 allowed), each >= 1; ValueError else."""
+    sizes = [int(float(x)) for x in text.split(",")]  # "nan" / "inf" raise here too
+    if not sizes or min(sizes) < 1:
+        raise ValueError(text)
+    return sizes
+
+
+def check_args(args: argparse.Namespace) -> str | None:
+    """The first bad flag or launch as one line, else None (before any process group)."""
+    import math
+
+    for flag, value in (("--threads", args.threads), ("--rounds", args.rounds),
+                        ("--reps", args.reps)):  # fmt: skip
+        if value < 1:
+            return f"{flag}: out of range (got {value}); allowed: an integer >= 1"
+    if not (math.isfinite(args.max_bytes) and args.max_bytes >= 8):
+        return f"--max-bytes: out of range (got {args.max_bytes}); allowed: bytes >= 8"
+    if args.sizes:
+        try:
+            _sizes(args.sizes)
+        except (ValueError, OverflowError):
+            return (f"--sizes: not a comma list of byte counts (got {args.sizes!r}); "
+                    "allowed: integers >= 1, e.g. 8,1024,1e6")  # fmt: skip
+    bad = [op for op in args.ops.split(",") if op not in OPS]
+    if bad:
+        return f"--ops: unknown collective (got {bad[0]!r}); allowed: {', '.join(OPS)}"
+    if args.backend == "nccl" and not torch.cuda.is_available():
+        return "--backend nccl: torch sees no GPU here; allowed: gloo (CPU)"
+    if "RANK" not in os.environ or "MASTER_ADDR" not in os.environ:
+        return "launch with torchrun (RANK, MASTER_ADDR unset), e.g. torchrun --nproc-per-node 8"
+    for flag, path in (("--out", args.out), ("--raw-out", args.raw_out)):
+        if path and Path(path).is_dir():
+            return f"{flag} {path}: is a folder; give a file name"
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     """torchrun entry: sweep world / intra-node / inter-node groups, rank 0 writes --out."""
     p = argparse.ArgumentParser(prog="python -m calibrate.collectives")
@@ -325,6 +362,10 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if not args.out and not args.raw_out:
         p.error("one of --out and --raw-out is required")
+    problem = check_args(args)
+    if problem:
+        print(f"calibrate.collectives: {problem}", file=sys.stderr)
+        return 2
     torch.set_num_threads(args.threads)
     out = Path(args.out or args.raw_out)
     rank = int(os.environ.get("RANK", 0))
@@ -341,7 +382,7 @@ def main(argv: list[str] | None = None) -> int:
         device = torch.device("cpu")
     dist.init_process_group(args.backend)
     if args.sizes:
-        sizes = [int(float(x)) for x in args.sizes.split(",")]
+        sizes = _sizes(args.sizes)
     else:
         sizes = default_sizes(int(args.max_bytes))
     ops = tuple(args.ops.split(","))

@@ -319,7 +319,19 @@ def main(argv=None) -> int:
     p.add_argument("--out", default="calibrate/profiles/network/gloo-host.json")
     p.add_argument("--raw", help="also write the raw measurements here")
     p.add_argument("--from-raw", help="refit a raw file instead of measuring")
+    p.add_argument("--force", action="store_true", help="overwrite an existing --out / --raw")
     a = p.parse_args(argv)
+    for flag, value in (("--reps", a.reps), ("--compute-rounds", a.compute_rounds),
+                        ("--compute-reps", a.compute_reps)):  # fmt: skip
+        if value < 1:
+            print(f"calibrate.gloo: {flag}: out of range (got {value}); allowed: an integer >= 1",
+                  file=sys.stderr)  # fmt: skip
+            return 2
+    for flag, path in (("--out", a.out), ("--raw", a.raw)):
+        if path and Path(path).exists() and not a.force:
+            print(f"calibrate.gloo: {flag} {path}: file exists; pass --force to overwrite it",
+                  file=sys.stderr)  # fmt: skip
+            return 2
     try:
         procs = [int(x) for x in a.nproc.split(",") if x.strip()]
     except ValueError:
@@ -332,7 +344,10 @@ def main(argv=None) -> int:
     cfg = {"sizes": SIZES, "reps": a.reps, "compute_rounds": a.compute_rounds,
            "compute_reps": a.compute_reps}  # fmt: skip
     if a.from_raw:
-        raw = json.loads(Path(a.from_raw).read_text())
+        raw = _read_raw(a.from_raw)
+        if isinstance(raw, str):
+            print(f"calibrate.gloo: --from-raw {a.from_raw}: {raw}", file=sys.stderr)
+            return 2
     else:
         t0 = time.perf_counter()
         worlds = []
@@ -350,7 +365,14 @@ def main(argv=None) -> int:
         if a.raw:
             Path(a.raw).parent.mkdir(parents=True, exist_ok=True)
             Path(a.raw).write_text(json.dumps(raw, indent=1) + "\n")
-    prof = profile(raw, Path(a.out).stem)
+    try:
+        prof = profile(raw, Path(a.out).stem)
+    except (KeyError, TypeError, ValueError, IndexError) as exc:
+        if not a.from_raw:  # our own measurement: a bug, not the user's file
+            raise
+        print(f"calibrate.gloo: --from-raw {a.from_raw}: not a raw file of `--raw` "
+              f"({type(exc).__name__}: {exc})", file=sys.stderr)  # fmt: skip
+        return 2
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)
     Path(a.out).write_text(json.dumps(prof, indent=1) + "\n")
     for k, v in prof["network"]["gloo"]["worlds"].items():
@@ -364,6 +386,24 @@ def main(argv=None) -> int:
             )
     print(f"calibrate.gloo: wrote {a.out}")
     return 0
+
+
+def _read_raw(path: str) -> dict[str, Any] | str:
+    """A raw file written by ``--raw``, or what is wrong with it (one line)."""
+    from simcluster.errors import UserError
+    from simcluster.inputs import load_json
+
+    try:
+        raw = load_json(path, "raw gloo measurement file")
+    except UserError as exc:
+        return str(exc).removeprefix(f"{path}: ")
+    keys = ("config", "worlds", "machine", "command", "duration_s")
+    missing = [k for k in keys if not isinstance(raw, dict) or k not in raw]
+    if missing:
+        return f"not a raw file of `--raw` (no {', '.join(missing)})"
+    if not isinstance(raw["machine"], dict) or not isinstance(raw["worlds"], list):
+        return "not a raw file of `--raw` (machine is a mapping, worlds a list)"
+    return raw
 
 
 def _machine() -> dict[str, Any]:

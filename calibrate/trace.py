@@ -431,8 +431,8 @@ def timed(step: Step, n: int) -> list[float]:
 
 
 def _shape(text: str) -> tuple[int, ...]:
-    try:
-        dims = tuple(int(x) for x in text.replace("x", ",").split(",") if x.strip())
+    try:  # 3,32,32 or 3x32x32; an empty piece ("3,x") is a typo, not a missing dimension
+        dims = tuple(int(x) for x in text.replace("x", ",").split(","))
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r}: comma-separated integers") from None
     if not dims or min(dims) < 1:
@@ -461,6 +461,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--timed", type=int, default=0, help="no trace: time N unprofiled steps")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--force", action="store_true", help="overwrite an existing --out / --et")
     return p.parse_args(argv)
 
 
@@ -478,6 +479,18 @@ def main(argv: list[str] | None = None) -> int:
               "--timed >= 0",
               file=sys.stderr)  # fmt: skip
         return 2
+    if a.num_classes < 1 or a.tokens < 0:
+        print("calibrate.trace: --num-classes >= 1; --tokens >= 0 (0: float inputs)",
+              file=sys.stderr)  # fmt: skip
+        return 2
+    for flag, path in (("--out", a.out), ("--et", a.et)):
+        if path is not None and path.is_dir():
+            print(f"calibrate.trace: {flag} {path}: is a folder; give a file name", file=sys.stderr)
+            return 2
+        if path is not None and path.exists() and not a.force:
+            print(f"calibrate.trace: {flag} {path}: file exists; pass --force to overwrite it",
+                  file=sys.stderr)  # fmt: skip
+            return 2
     if a.device == "cuda" and not torch.cuda.is_available():
         print("calibrate.trace: --device cuda but torch sees no GPU", file=sys.stderr)
         return 2
@@ -489,9 +502,16 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     shape = a.input_shape or default_input_shape(a.model)
     device = torch.device("cuda" if a.device == "cuda" else "cpu")
-    step = Step(module, a.batch, shape, device, a.tokens, a.seed)
-    for _ in range(a.warmup):
-        step()
+    try:  # the first forward shows whether the model takes this input (the user's module)
+        step = Step(module, a.batch, shape, device, a.tokens, a.seed)
+        for _ in range(a.warmup):
+            step()
+    except Exception as exc:  # noqa: BLE001 - any error of the model's own forward/backward
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        print(f"calibrate.trace: {what}: one training step on input shape "
+              f"{tuple(shape)} x batch {a.batch} failed ({type(exc).__name__}: {first[:200]}); "
+              "check --input-shape, --tokens and --num-classes", file=sys.stderr)  # fmt: skip
+        return 2
     command = "python -m calibrate.trace " + " ".join(sys.argv[1:] if argv is None else argv)
     header = make_header(step, what, shape, a.num_classes, a.tokens, a.threads, a.warmup,
                          a.steps, command)  # fmt: skip

@@ -26,6 +26,7 @@ import json
 import statistics
 import sys
 from collections import defaultdict
+from pathlib import Path
 from typing import Any
 
 from simcluster.compute import load_profile
@@ -156,7 +157,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("predictors", nargs="*", help="profiles to compare with it")
     ap.add_argument("--both", nargs=2, metavar=("A", "B"), help="two measured profiles")
     ap.add_argument("--json", help="write the summary table as JSON here")
+    ap.add_argument("--force", action="store_true", help="overwrite an existing --json file")
     args = ap.parse_args(argv)
+    if args.json and Path(args.json).exists() and not args.force:
+        ap.error(f"--json {args.json}: file exists; pass --force to overwrite it")
     if args.both:
         return _print_both(both_ways(*args.both), args.json)
     if not args.measured or not args.predictors:

@@ -16,7 +16,7 @@ from typing import IO, Any
 
 from simcluster.errors import UserError
 
-__all__ = ["atomic_write", "write_text_atomic", "save_figure"]
+__all__ = ["atomic_write", "write_text_atomic", "save_figure", "drawn_by_simcluster"]
 
 
 def atomic_write(path: str | Path, write: Callable[[IO[bytes]], Any]) -> None:
@@ -52,7 +52,25 @@ def write_text_atomic(path: str | Path, text: str) -> None:
     atomic_write(path, lambda fh: fh.write(data))
 
 
+#: the PNG ``Software`` text chunk of every picture simcluster draws: a later run may
+#: replace a PNG that carries it, and refuses one that does not (the user's own)
+PNG_SOFTWARE = "simcluster"
+
+
 def save_figure(fig: Any, path: str | Path, dpi: int = 110) -> None:
-    """``fig.savefig`` to ``path`` atomically (PNG unless the suffix says otherwise)."""
-    fmt = Path(path).suffix.lstrip(".") or "png"
-    atomic_write(path, lambda fh: fig.savefig(fh, dpi=dpi, format=fmt))
+    """``fig.savefig`` to ``path`` atomically (PNG unless the suffix says otherwise);
+    a PNG is marked as simcluster's (:data:`PNG_SOFTWARE`)."""
+    fmt = Path(path).suffix.lstrip(".").lower() or "png"
+    meta = {"Software": PNG_SOFTWARE} if fmt == "png" else None
+    atomic_write(path, lambda fh: fig.savefig(fh, dpi=dpi, format=fmt, metadata=meta))
+
+
+def drawn_by_simcluster(path: str | Path) -> bool:
+    """Whether ``path`` is a PNG that :func:`save_figure` wrote (its text chunks come
+    before the image data, within the first few hundred bytes)."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(4096)
+    except OSError:
+        return False
+    return b"tEXtSoftware\x00" + PNG_SOFTWARE.encode() in head

@@ -13,7 +13,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from simcluster.errors import ConfigError, UserError
+from simcluster.errors import ConfigError, UnknownNameError, UserError
 from simcluster.paths import TOPOLOGIES_ENV
 
 __all__ = ["main", "build_parser"]
@@ -21,7 +21,34 @@ __all__ = ["main", "build_parser"]
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # argparse exits 2 too; keep one line
+        message += _near_options(self, message)
         self.exit(2, f"simcluster: error: {message} (see `{self.prog} --help`)\n")
+
+    def parse_args(self, args=None, namespace=None):  # type: ignore[override]
+        """As argparse's, but an unknown flag is reported by the subcommand's parser (its
+        flags for "did you mean", its --help)."""
+        ns, extras = self.parse_known_args(args, namespace)
+        if extras:
+            sub = self
+            for action in self._actions:
+                if isinstance(action, argparse._SubParsersAction):
+                    sub = action.choices.get(getattr(ns, action.dest, None), self)
+            sub.error(f"unrecognized arguments: {' '.join(extras)}")
+        return ns
+
+
+def _near_options(parser: argparse.ArgumentParser, message: str) -> str:
+    """ "; did you mean '--no-plots'?" for a misspelt flag among the unrecognized arguments."""
+    from simcluster.errors import did_you_mean
+
+    if not message.startswith("unrecognized arguments:"):
+        return ""
+    flags = sorted(
+        {o for a in parser._actions for o in a.option_strings if o.startswith("--")} - {"--help"}
+    )
+    words = [w.split("=", 1)[0] for w in message.split(":", 1)[1].split() if w.startswith("--")]
+    hits = dict.fromkeys(h for w in words for h in did_you_mean(w, flags, n=2))
+    return "; did you mean " + " or ".join(repr(h) for h in hits) + "?" if hits else ""
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -183,11 +210,25 @@ def cmd_topo(args: argparse.Namespace) -> int:
         if Path(png).suffix.lower() != ".png":
             raise UserError(f"--png {png[:80]}: the drawing is a PNG; give a name ending in .png")
         prepare_output_dir(Path(png).parent, "--png")
+        _check_png_target(Path(png), args.force)
     from simcluster.sizing import check_topology_size
 
     check_topology_size(args.topology, args.nodes)
     print(topology_cli(args.topology, png, args.nodes))  # names the picture once
     return 0
+
+
+def _check_png_target(png: Path, force: bool) -> None:
+    """Refuse to replace a file simcluster did not draw (the user's own) without --force."""
+    from simcluster.atomic import drawn_by_simcluster
+
+    if png.is_dir():
+        raise ConfigError(None, "--png", str(png), "is a folder", "a file name ending in .png")
+    if png.exists() and not force and not drawn_by_simcluster(png):
+        raise ConfigError(
+            None, "--png", str(png),
+            "file exists and was not drawn by simcluster; pass --force to overwrite it",
+        )  # fmt: skip
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -298,7 +339,9 @@ def _calibrate_gloo(args: argparse.Namespace) -> int:
         from simcluster.calibrate import gloo as cal_gloo
     except ModuleNotFoundError:
         from calibrate import gloo as cal_gloo
-    return cal_gloo.main(["--nproc", nproc, "--out", str(out)])
+    return cal_gloo.main(
+        ["--nproc", nproc, "--out", str(out), *(["--force"] if args.force else [])]
+    )
 
 
 def cmd_nccl_tests(args: argparse.Namespace) -> int:
@@ -306,6 +349,8 @@ def cmd_nccl_tests(args: argparse.Namespace) -> int:
     from simcluster.compute import load_network_profile
     from simcluster.network.transport import with_transport
     from simcluster.report.nccl_tests import (
+        MAX_SIZE,
+        NCCL_TEST_OPS,
         check_buffers_fit,
         format_rows,
         parse_size,
@@ -314,13 +359,21 @@ def cmd_nccl_tests(args: argparse.Namespace) -> int:
     )
     from simcluster.topology import load_topology
 
+    if args.algo != "auto" and NCCL_TEST_OPS[args.op].op != "allreduce":  # it would be ignored
+        raise ConfigError(
+            None, "--algo", args.algo, f"only all_reduce picks an algorithm, not --op {args.op}",
+            "auto",
+        )  # fmt: skip
     cluster = load_topology(args.topology, num_nodes=args.nodes)
     netp = load_network_profile(args.network_profile)
     ctx = CommContext.from_profile(cluster, with_transport(netp, cluster))
-    sizes = sizes_between(parse_size(args.minbytes, "-b"), parse_size(args.maxbytes, "-e"),
-                          args.stepfactor)  # fmt: skip
-    if args.ngpus < 1:
-        raise ConfigError(None, "-g", args.ngpus, "GPUs per thread must be at least 1")
+    begin, end = parse_size(args.minbytes, "-b"), parse_size(args.maxbytes, "-e")
+    sizes = sizes_between(begin, end, args.stepfactor)
+    if not 1 <= args.ngpus <= cluster.ranks_per_node:  # one thread drives GPUs of its node
+        raise ConfigError(
+            None, "-g", args.ngpus, "GPUs per thread out of range",
+            f"1..{cluster.ranks_per_node} (the GPUs of one {cluster.name} node)",
+        )  # fmt: skip
     if args.ngpus > 1 and not args.profile:  # one thread drives -g GPUs: launches bound small sizes
         raise ConfigError(
             None, "-g", args.ngpus, "needs --profile (a device profile: its launch overhead)"
@@ -334,8 +387,18 @@ def cmd_nccl_tests(args: argparse.Namespace) -> int:
             launch = device.launch_overhead
         check_buffers_fit(args.op, sizes, cluster.num_ranks, device.memory_bytes, args.profile,
                           args.maxbytes)  # fmt: skip
-    rows = run_nccl_tests(ctx, args.op, sizes, args.network_model, args.algo, args.proto,
-                          gpus_per_thread=args.ngpus, launch_s=launch)  # fmt: skip
+    elif end > MAX_SIZE:  # -b <= -e is checked above
+        raise ConfigError(None, "-e", args.maxbytes, "too large", "at most 1024T (2^50 bytes)")
+    try:
+        rows = run_nccl_tests(ctx, args.op, sizes, args.network_model, args.algo, args.proto,
+                              gpus_per_thread=args.ngpus, launch_s=launch)  # fmt: skip
+    except UnknownNameError as exc:  # an --algo / --proto name: say which flag
+        flag = {"protocol": "--proto"}.get(exc.kind, "--algo" if "algorithm" in exc.kind else "")
+        if not flag or exc.file:
+            raise
+        raise ConfigError(
+            None, flag, exc.value, exc.problem, exc.allowed, exc.suggestions
+        ) from None
     if args.json:
         print(json.dumps({
             "topology": cluster.name, "nodes": cluster.num_nodes, "gpus": cluster.num_ranks,
@@ -408,6 +471,9 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--nodes", type=int, help="number of nodes to build")
     t.add_argument("--png", help="PNG path (default results/topology/<name>.png)")
     t.add_argument("--no-png", action="store_true", help="print the summary only")
+    t.add_argument(
+        "--force", action="store_true", help="overwrite a --png file simcluster did not draw"
+    )
     t.set_defaults(func=cmd_topo)
     li = sub.add_parser("list", help="models, topologies, profiles and schedules")
     li.add_argument("--json", action="store_true", help="print the lists as one JSON object")
@@ -540,6 +606,14 @@ def cmd_trace_summary(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.topologies:  # an environment variable, so worker processes search them too
+        from simcluster.paths import check_user_dir
+
+        try:
+            for d in args.topologies:
+                check_user_dir(d, "--topologies")
+        except UserError as exc:
+            print(f"simcluster: error: {exc}", file=sys.stderr)
+            return exc.exit_code
         extra = [str(Path(d).resolve()) for d in args.topologies]
         old = os.environ.get(TOPOLOGIES_ENV)
         os.environ[TOPOLOGIES_ENV] = os.pathsep.join([*extra, *([old] if old else [])])

@@ -12,6 +12,7 @@ attributes), so a process pool or a Dask worker reports the same clean line.
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -26,12 +27,25 @@ __all__ = [
 ]
 
 
+#: longest value an error line shows as it was written (longer ones are cut)
+MAX_SHOWN = 200
+
+
 def did_you_mean(word: str, choices: Iterable[str], n: int = 3) -> list[str]:
-    """Near misses of ``word`` among ``choices`` (case-insensitive), best first."""
+    """Near misses of ``word`` among ``choices`` (case-insensitive), best first.
+
+    When no choice is close as a whole, the choices that hold ``word`` as one of their
+    ``-``/``_``/``.``-separated parts (``v100`` -> ``v100-sxm2-32gb``) are offered, the
+    shortest first, if there are at most ``n`` of them.
+    """
     choices = list(choices)
     lowered = {c.lower(): c for c in choices}
-    hits = difflib.get_close_matches(str(word).lower(), list(lowered), n=n, cutoff=0.6)
-    return [lowered[h] for h in hits]
+    w = str(word).lower()
+    hits = difflib.get_close_matches(w, list(lowered), n=n, cutoff=0.6)
+    if hits or len(w) < 2:
+        return [lowered[h] for h in hits]
+    parts = sorted((c for c in lowered if w in re.split(r"[-_.]", c)), key=lambda c: (len(c), c))
+    return [lowered[c] for c in parts] if len(parts) <= n else []
 
 
 def format_path(loc: Sequence[Any]) -> str:
@@ -113,7 +127,10 @@ class ConfigError(UserError):
 
     def render(self) -> str:
         where = f"{self.file}: " if self.file else ""
-        msg = f"{where}{self.path}: {self.problem} (got {self.value!r})"
+        got = repr(self.value)
+        if len(got) > MAX_SHOWN:  # one readable line, not a 10,000-character value
+            got = f"{got[: MAX_SHOWN - 40]}... ({len(got)} characters)"
+        msg = f"{where}{self.path}: {self.problem} (got {got})"
         if self.allowed is not None:
             allowed = self.allowed
             if not isinstance(allowed, str):

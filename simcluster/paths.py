@@ -31,6 +31,9 @@ __all__ = [
     "list_scenarios",
     "TOPOLOGIES_ENV",
     "SCENARIOS_ENV",
+    "check_user_dir",
+    "exists",
+    "is_file",
 ]
 
 TOPOLOGIES_ENV = "SIMCLUSTER_TOPOLOGIES"
@@ -69,8 +72,46 @@ def references_dir() -> Path:
     return scenarios_dir() / "references"
 
 
+def exists(path: str | Path) -> bool:
+    """``Path(path).exists()``, False for a name the file system refuses (too long)."""
+    try:
+        return Path(path).exists()
+    except OSError:
+        return False
+
+
+def is_file(path: str | Path) -> bool:
+    """``Path(path).is_file()``, False for a name the file system refuses (too long)."""
+    try:
+        return Path(path).is_file()
+    except OSError:
+        return False
+
+
 def _user_dirs(env: str) -> list[Path]:
-    return [Path(d) for d in os.environ.get(env, "").split(os.pathsep) if d]
+    """The folders named in ``$env``; one that is missing or not a folder is a
+    :class:`~simcluster.errors.ConfigError` (it was skipped without a word)."""
+    dirs = [Path(d) for d in os.environ.get(env, "").split(os.pathsep) if d]
+    for d in dirs:
+        check_user_dir(d, f"${env}")
+    return dirs
+
+
+def check_user_dir(path: str | Path, what: str) -> None:
+    """Refuse a search folder that is missing or a file, naming ``what`` (a flag or
+    ``$VARIABLE``)."""
+    p = Path(path)
+    if not p.is_dir():
+        from simcluster.errors import ConfigError
+
+        problem = "is a file, not a folder" if p.exists() else "no such folder"
+        raise ConfigError(
+            None,
+            what,
+            str(p),
+            problem,
+            f"existing folders separated by {os.pathsep!r}" if what.startswith("$") else "a folder",
+        )
 
 
 def topology_dirs() -> list[Path]:
@@ -123,10 +164,10 @@ def find_scenario(name_or_path: str | Path) -> Path:
     search path (so ``simcluster run puhti64`` works from any folder). Returns the
     given path unchanged when nothing matches (the loader then reports it)."""
     p = Path(name_or_path)
-    if p.exists() or p.suffix in (".yaml", ".yml") or len(p.parts) != 1:
+    if exists(p) or p.suffix in (".yaml", ".yml") or len(p.parts) != 1:
         return p
     for d in scenario_dirs():
         hit = d / f"{p.name}.yaml"
-        if hit.is_file():
+        if is_file(hit):
             return hit
     return p

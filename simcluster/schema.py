@@ -123,6 +123,11 @@ def pydantic_to_config_error(
     elif typ == "missing":
         problem = "missing required field"
         value = None
+        others = [format_path(prefix + tuple(e["loc"])) for e in errors
+                  if e["type"] == "missing" and e is not err]  # fmt: skip
+        if others:  # name them all: a file missing four fields needs four edits
+            problem += f" (also missing: {', '.join(others)})"
+            errors = [e for e in errors if e["type"] != "missing" or e is err]
     elif typ in ("literal_error", "enum"):
         problem = "not one of the allowed values"
         ann = annotation_at(root, loc)

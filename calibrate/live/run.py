@@ -689,7 +689,47 @@ def parse_args(argv=None) -> argparse.Namespace:
         "just before the first pattern (calibrate.trace's interleaved recording)",
     )
     p.add_argument("--trace-steps", type=int, default=15, help="profiled steps of --trace")
+    p.add_argument("--force", action="store_true", help="overwrite an existing --out / --trace")
     return p.parse_args(argv)
+
+
+def check_args(a: argparse.Namespace) -> str | None:
+    """The first bad flag as one line (flag, value, what is allowed), else None; checked
+    before any process starts."""
+    import math
+
+    ints = {"--batch": (a.batch, 1), "--iterations": (a.iterations, 1), "--warmup": (a.warmup, 0),
+            "--threads": (a.threads, 1), "--tokens": (a.tokens, 0),
+            "--small-numel": (a.small_numel, 0), "--local-steps": (a.local_steps, 1),
+            "--k-prime": (a.k_prime, 1), "--calibration-reps": (a.calibration_reps, 1),
+            "--ranks-per-node": (a.ranks_per_node, 0)}  # fmt: skip
+    for flag, (value, low) in ints.items():
+        if value < low:
+            return f"{flag}: out of range (got {value}); allowed: an integer >= {low}"
+    for flag, value in (("--bucket-mb", a.bucket_mb), ("--fusion-mb", a.fusion_mb)):
+        if not (math.isfinite(value) and value > 0):
+            return f"{flag}: out of range (got {value}); allowed: megabytes > 0"
+    for flag, value in (("--density", a.density), ("--keep", a.keep)):
+        if not 0 < value <= 1:  # NaN fails too
+            return f"{flag}: out of range (got {value}); allowed: a fraction in (0, 1]"
+    if a.nproc is not None:
+        cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+        limit = max(8, 4 * (cpus or 1))  # as `simcluster calibrate gloo --nproc`
+        if not 1 <= a.nproc <= limit:
+            return (f"--nproc: out of range (got {a.nproc}); allowed: 1..{limit} "
+                    f"(4 processes per CPU of this host's {cpus})")  # fmt: skip
+        if a.ranks_per_node and a.nproc % a.ranks_per_node:
+            return (f"--ranks-per-node: {a.nproc} processes do not fill nodes of "
+                    f"{a.ranks_per_node} (got {a.ranks_per_node}); allowed: a divisor of "
+                    f"--nproc")  # fmt: skip
+    for flag, path in (("--out", a.out), ("--trace", a.trace)):
+        if path is None:
+            continue
+        if Path(path).is_dir():
+            return f"--{flag.lstrip('-')} {path}: is a folder; give a file name"
+        if Path(path).exists() and not a.force:
+            return f"{flag} {path}: file exists; pass --force to overwrite it"
+    return None
 
 
 def main(argv=None) -> int:
@@ -704,6 +744,10 @@ def main(argv=None) -> int:
         return 2
     if a.trace_steps < 1:
         print("calibrate.live: --trace-steps must be >= 1", file=sys.stderr)
+        return 2
+    problem = check_args(a)
+    if problem:
+        print(f"calibrate.live: {problem}", file=sys.stderr)
         return 2
     if a.model is not None and a.module is not None:
         print("calibrate.live: give --model or --module, not both", file=sys.stderr)

@@ -16,9 +16,9 @@ from typing import Any
 
 from simcluster.compute.profile import DeviceProfile, SpecProfile
 from simcluster.compute.profile_schema import validate_network, validate_spec_device
-from simcluster.errors import ConfigError, UnknownNameError
+from simcluster.errors import ConfigError, UnknownNameError, did_you_mean
 from simcluster.inputs import load_json
-from simcluster.paths import network_profiles_dir, profiles_dir
+from simcluster.paths import is_file, network_profiles_dir, profiles_dir
 from simcluster.registry import Registry
 
 __all__ = [
@@ -28,11 +28,14 @@ __all__ = [
     "load_profile",
     "load_network_profile",
     "read_profile_data",
+    "profile_path",
     "list_profiles",
     "list_network_profiles",
 ]
 
 SCHEMA_VERSION = 1
+#: the keys of a profile file (others pass, as notes, unless one is a near miss of these)
+TOP_KEYS = ("schema_version", "name", "kind", "provenance", "device", "network", "samples")
 
 
 @dataclass(frozen=True)
@@ -71,14 +74,22 @@ def list_network_profiles() -> list[str]:
     return _names(network_profiles_dir())
 
 
-def _resolve(name_or_path: str, folder: Path, kind: str, known: list[str]) -> Path:
+def _resolve(
+    name_or_path: str, folder: Path, kind: str, known: list[str], path: str | None = None
+) -> Path:
     p = Path(name_or_path)
-    if p.suffix == ".json" and p.is_file():
+    if p.suffix == ".json" and is_file(p):
         return p
     candidate = folder / f"{name_or_path}.json"
-    if candidate.is_file():
+    if is_file(candidate):
         return candidate
-    raise UnknownNameError(kind, name_or_path, known)
+    raise UnknownNameError(kind, name_or_path, known, path=path)
+
+
+def profile_path(name_or_path: str, flag: str | None = None) -> Path:
+    """The file of a device profile (name or path); an unknown one is an UnknownNameError
+    naming ``flag`` (``--from``) when given."""
+    return _resolve(name_or_path, profiles_dir(), "profile", list_profiles(), flag)
 
 
 def _read(path: Path) -> dict[str, Any]:
@@ -94,6 +105,10 @@ def _read(path: Path) -> dict[str, Any]:
             "unsupported profile schema",
             [str(SCHEMA_VERSION)],
         )
+    for key in data:  # a near miss of a known key is a typo, not a note
+        near = did_you_mean(str(key), TOP_KEYS)
+        if key not in TOP_KEYS and near:
+            raise ConfigError(str(path), str(key), key, "unknown key", TOP_KEYS, near)
     for key in ("name", "kind", "provenance"):
         if key not in data:
             raise ConfigError(str(path), key, None, "missing field")

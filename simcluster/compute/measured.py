@@ -145,10 +145,13 @@ class Fit:
             raise ConfigError(
                 file, f"{where}.coef", coef, "needs one number per feature", f"{len(feats)} numbers"
             )
-        from simcluster.compute.profile_schema import check_number
+        from simcluster.compute.profile_schema import MAX_FIXED_S, MAX_S_PER_UNIT, check_number
 
         values = tuple(
-            check_number(c, file, f"{where}.coef[{i}]", minimum=0.0) for i, c in enumerate(coef)
+            check_number(
+                c, file, f"{where}.coef[{i}]", 0.0, MAX_FIXED_S if f == "const" else MAX_S_PER_UNIT
+            )
+            for i, (f, c) in enumerate(zip(feats, coef, strict=True))
         )
         return cls(tuple(feats), values)
 

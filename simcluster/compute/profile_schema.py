@@ -5,7 +5,9 @@ scenario fields are: a real number (no ``true``, no ``"900 GB/s"``, no null),
 finite, strictly positive where it is a physical rate, and within the bounds
 below; a bad one is a :class:`~simcluster.errors.ConfigError` naming the file
 and the field path. Sections may carry fields this module does not know
-(provenance notes, fields added by newer code): those pass, but every number
+(provenance notes, fields added by newer code): those pass, unless one is a near
+miss of a known field (``memory_bandwith``, a ``link_efficiency`` kind ``nvlnk``),
+which is refused with "did you mean" since its value would go unread; every number
 anywhere in a profile file must already be finite (:mod:`simcluster.inputs`).
 
 Bounds (units):
@@ -15,7 +17,10 @@ Bounds (units):
 - efficiencies and fractions: 1e-6 .. 1 (a loaded loopback measured 9e-5; far below,
   rates vanish into float round-off: 5e-324 stalled max-min);
 - per-launch and per-message overheads: 0 .. 1 s;
-- fitted coefficients (measured profiles): finite and >= 0.
+- fitted coefficients (measured profiles): finite and >= 0; a fixed cost (``const``,
+  ``alpha_s``) at most 1 s like an overhead, a cost per unit (per FLOP, byte, element)
+  at most 1e-3 s, the slowest rate above (1e3 per second): beyond, a kernel of a
+  billion bytes would take longer than the float range holds (1e300 gave NaN results).
 """
 
 from __future__ import annotations
@@ -23,8 +28,9 @@ from __future__ import annotations
 import math
 from typing import Annotated, Any, Literal
 
-from pydantic import ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from simcluster.compute.precision import PEAK_NAMES
 from simcluster.errors import ConfigError
 from simcluster.schema import STRICT_CONFIG, StrictModel, pydantic_to_config_error
 
@@ -36,6 +42,7 @@ __all__ = [
     "validate_spec_device",
     "validate_network",
     "check_number",
+    "check_near_misses",
 ]
 
 Flops = Annotated[float, Field(ge=1e6, le=1e19, description="FLOP/s")]
@@ -43,6 +50,9 @@ Rate = Annotated[float, Field(ge=1e3, le=1e16, description="bytes/s")]
 Fraction = Annotated[float, Field(ge=1e-6, le=1, description="fraction of peak")]
 Overhead = Annotated[float, Field(ge=0, le=1, description="seconds")]
 Bytes = Annotated[float, Field(ge=1e6, le=1e15, description="bytes")]
+
+#: largest fitted coefficients (seconds; seconds per FLOP, byte or element)
+MAX_FIXED_S, MAX_S_PER_UNIT = 1.0, 1e-3
 
 #: profile sections: strict numbers, unknown keys allowed (notes, newer fields)
 _OPEN = ConfigDict(**{**STRICT_CONFIG, "extra": "allow"})
@@ -142,6 +152,21 @@ class TransportSection(StrictModel):
     staging_per_message_s: Overhead = 0.0
     source: str = ""
 
+    @model_validator(mode="after")
+    def _socket_numbers(self) -> TransportSection:
+        if self.net == "socket":  # measured numbers, no default stands in for them
+            missing = [
+                k
+                for k in ("connection_bandwidth", "socket_per_message_s")
+                if k not in self.model_fields_set or getattr(self, k) is None
+            ]
+            if missing:
+                raise ValueError(
+                    f"net: socket needs {' and '.join(missing)} (measured per-connection "
+                    "bytes/s and seconds per message)"
+                )
+        return self
+
 
 class NetworkSection(StrictModel):
     """``network`` of a network profile."""
@@ -156,10 +181,47 @@ class NetworkSection(StrictModel):
     transport: TransportSection | None = None
 
 
+#: link kinds the topology builders make (``link_efficiency`` keys)
+LINK_KINDS = ("nvlink", "nvswitch", "pcie", "infiniband", "ethernet", "qpi", "memory")
+#: open sections' mappings whose keys are names from a known set: section -> field -> names
+_NAMED_KEYS: dict[str, dict[str, tuple[str, ...]]] = {
+    "NetworkSection": {"link_efficiency": LINK_KINDS},
+    "SpecDevice": {"peak_flops": tuple(PEAK_NAMES)},
+}
+
+
+def check_near_misses(data: Any, model: Any, file: str | None, prefix: tuple = ()) -> None:
+    """Refuse a key an open section does not know that is a near miss of one it does
+    (``memory_bandwith``): it would be carried along unread, and the value the user
+    meant to set would not be used. Far-off keys (notes, newer fields) still pass."""
+    from simcluster.errors import did_you_mean, format_path
+    from simcluster.schema import annotation_at
+
+    model = annotation_at(model, ())
+    if not isinstance(data, dict) or not (isinstance(model, type) and issubclass(model, BaseModel)):
+        return
+    for name, known in _NAMED_KEYS.get(model.__name__, {}).items():
+        for key in data.get(name) or {}:
+            near = did_you_mean(str(key), known)
+            if key not in known and near:
+                raise ConfigError(
+                    file, format_path((*prefix, name, key)), key, "unknown key", known, near
+                )
+    fields = sorted(model.model_fields)
+    for key, value in data.items():
+        if key in model.model_fields:
+            check_near_misses(value, annotation_at(model, (key,)), file, (*prefix, key))
+            continue
+        near = did_you_mean(str(key), fields)
+        if near and model.model_config.get("extra") == "allow":
+            raise ConfigError(file, format_path((*prefix, key)), key, "unknown key", fields, near)
+
+
 def validate_spec_device(data: Any, file: str) -> SpecDevice:
     """The ``device`` section of a spec profile, checked; raises ConfigError."""
     if not isinstance(data, dict):
         raise ConfigError(file, "device", type(data).__name__, "must be a mapping")
+    check_near_misses(data, SpecDevice, file, ("device",))
     try:
         return SpecDevice.model_validate(data)
     except ValidationError as exc:
@@ -170,6 +232,7 @@ def validate_network(data: Any, file: str) -> NetworkSection:
     """The ``network`` section of a network profile, checked; raises ConfigError."""
     if not isinstance(data, dict):
         raise ConfigError(file, "network", type(data).__name__, "must be a mapping")
+    check_near_misses(data, NetworkSection, file, ("network",))
     try:
         net = NetworkSection.model_validate(data)
     except ValidationError as exc:
@@ -181,10 +244,10 @@ def validate_network(data: Any, file: str) -> NetworkSection:
         for op, fit in ops.items():
             if not isinstance(fit, dict):
                 continue
-            for key in ("alpha_s", "beta_s_per_byte"):
+            for key, top in (("alpha_s", MAX_FIXED_S), ("beta_s_per_byte", MAX_S_PER_UNIT)):
                 if key in fit:
                     check_number(
-                        fit[key], file, f"network.collectives.{scope}.{op}.{key}", minimum=0.0
+                        fit[key], file, f"network.collectives.{scope}.{op}.{key}", 0.0, top
                     )
     return net
 

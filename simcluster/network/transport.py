@@ -82,7 +82,7 @@ def parse_transport(data: dict[str, Any] | None, file: str | None = None) -> Tra
     t = Transport(**{k: v for k, v in data.items() if k in fields})
     if t.net == "socket":
         for key in ("connection_bandwidth", "socket_per_message_s"):
-            if key not in data:
+            if data.get(key) is None:
                 raise ConfigError(
                     file,
                     f"network.transport.{key}",

@@ -80,6 +80,9 @@ NCCL_TEST_OPS: dict[str, NcclTestOp] = {
 }
 
 _UNITS = {"": 1, "B": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+#: largest -b / -e (bytes) without a device profile to check them against: a thousand
+#: times the memory of any GPU (nccl-tests allocates the buffers on every GPU)
+MAX_SIZE = 1 << 50
 
 
 def parse_size(text: str, flag: str = "-b") -> int:

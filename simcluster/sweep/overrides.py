@@ -199,6 +199,40 @@ def _read_named_file(prefix: str, name: str, source: str | None) -> tuple[str, d
     raise ConfigError(source, prefix, name, f"cannot find the {prefix.replace('_', ' ')} file")
 
 
+def _check_profile_path(
+    content: dict[str, Any], head: str, parts: list[str | int], source: str | None
+) -> None:
+    """Refuse a profile field that is neither in the file nor known to the profile schema:
+    profile sections keep unknown keys as notes, so the swept value would go unread."""
+    from simcluster.compute.loader import TOP_KEYS
+    from simcluster.compute.profile_schema import NetworkSection, SpecDevice
+    from simcluster.errors import did_you_mean
+    from simcluster.schema import annotation_at
+
+    rest = parts[1:]
+    try:
+        get_path(content, rest)
+        return
+    except (KeyError, IndexError, TypeError):
+        pass
+    section = {"device": SpecDevice, "network": NetworkSection}.get(str(rest[0]))
+    if section is not None and len(rest) > 1 and annotation_at(section, tuple(rest[1:])):
+        return
+    if len(rest) == 1 and rest[0] in TOP_KEYS:
+        return
+    cur: Any = content
+    for i, p in enumerate(rest):  # the deepest mapping that exists, for what is allowed
+        if isinstance(cur, dict) and p in cur:
+            cur = cur[p]
+            continue
+        keys = sorted(cur) if isinstance(cur, dict) else []
+        raise ConfigError(
+            source, _fmt(parts[: i + 2]), str(p),
+            f"no such field in the {head.replace('_', ' ')} (a new key there would go unread)",
+            keys or None, did_you_mean(str(p), keys),
+        )  # fmt: skip
+
+
 def build_point(
     base: dict[str, Any],
     values: dict[str, Any],
@@ -219,6 +253,8 @@ def build_point(
                 if not isinstance(name, str):
                     raise ConfigError(source, head, name, "must name a file to modify it")
                 out_files[head] = _read_named_file(head, name, source)
+            if head != "topology":  # a strict schema: an unknown key is refused when loaded
+                _check_profile_path(out_files[head][1], head, parts, source)
             set_path(out_files[head][1], parts[1:], value, f"{head} of {source or 'scenario'}")
         else:
             set_path(data, parts, value, source)
@@ -241,6 +277,7 @@ def materialize(point: PointSpec, folder: Path):
     from simcluster.scenario import parse_scenario
 
     data = copy.deepcopy(point.scenario)
+    written: dict[str, str] = {}  # the file the point wrote -> what it is, for errors
     for prefix, (suffix, content) in point.files.items():
         sub = folder / {"topology": "topologies", "profile": "profiles"}.get(prefix, "network")
         sub.mkdir(parents=True, exist_ok=True)
@@ -255,10 +292,16 @@ def materialize(point: PointSpec, folder: Path):
             tmp.write_text(text)
             tmp.replace(path)
         data[prefix] = str(path)
+        name = point.scenario.get(prefix) or "nccl-spec"
+        written[str(path)] = f"{prefix.replace('_', ' ')} {name} with the point's values"
     try:
         return parse_scenario(data, point.source)
     except ConfigError as exc:
+        if exc.file in written:  # name the user's file, not the hashed copy under --out
+            exc = ConfigError(
+                written[exc.file], exc.path, exc.value, exc.problem, exc.allowed, exc.suggestions
+            )
         if point.values:
             where = ", ".join(f"{k}={v}" for k, v in point.values.items())
             raise UserError(f"sweep point {where}: {exc}") from None
-        raise
+        raise exc from None

@@ -256,6 +256,10 @@ def run_sweep(
                 "tcp://HOST:8786 (start one with `dask scheduler`)",
             )  # fmt: skip
         check_scheduler(scheduler)
+    if executor == "local" and scheduler:  # it would be ignored: the points run here
+        raise ConfigError(
+            None, "--scheduler", scheduler, "only used with --executor dask", "--executor dask"
+        )
     source = str(scenario_path)
     base = load_base(scenario_path)
     grid = make_grid(axes)

@@ -22,6 +22,7 @@ from typing import Any
 import networkx as nx
 import numpy as np
 
+from simcluster import paths
 from simcluster.errors import ConfigError, UnknownNameError
 from simcluster.paths import near_yaml_files, topologies_dir, topology_dirs
 from simcluster.topology.builders import FABRICS, NODE_BUILDERS, Fabric, defaults_used
@@ -654,7 +655,7 @@ def list_topologies() -> list[str]:
 
 def _named(filename: str) -> Path | None:
     """``filename`` in the first topology search folder that has it."""
-    return next((d / filename for d in topology_dirs() if (d / filename).is_file()), None)
+    return next((d / filename for d in topology_dirs() if paths.is_file(d / filename)), None)
 
 
 def _resolve(name_or_path: str) -> Path:
@@ -662,7 +663,7 @@ def _resolve(name_or_path: str) -> Path:
     p = Path(s)
     looks_like_path = s.endswith((".yaml", ".yml")) or "/" in s or "\\" in s
     if looks_like_path:
-        if p.exists():
+        if paths.exists(p):
             return p
         shipped = _named(p.name) if p.parent == Path(".") else None
         if shipped is not None:

@@ -45,7 +45,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, ValidationError, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
 from simcluster import paths
 from simcluster.errors import ConfigError
@@ -153,6 +153,17 @@ class Case(StrictModel):
     group: str | None = Field(
         None, description="sub-set of the file (e.g. a system kind) also summarised on its own"
     )
+
+    @field_validator("scenario")
+    @classmethod
+    def _usable_path(cls, v: str | None) -> str | None:
+        if v is not None and (
+            not v
+            or len(v.encode()) > 4000
+            or any(len(part.encode()) > 255 for part in Path(v).parts)
+        ):  # the file system would refuse it (ENAMETOOLONG) when the case runs
+            raise ValueError("not a usable path (empty, or a name over 255 bytes)")
+        return v
 
     @model_validator(mode="after")
     def _scenario(self) -> Case:

@@ -50,6 +50,18 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(None, "--set", args.which, "unknown case set", ["paper", "live", "all"])
     if args.jobs < 1:
         raise ConfigError(None, "--jobs", args.jobs, "out of range", "a value >= 1")
+    if args.references and not args.live:  # --set live reads its live/ folder: check it too
+        refs = Path(args.references)
+        if not refs.is_dir():
+            problem = "is a file, not a folder" if refs.exists() else "no such folder"
+            raise ConfigError(
+                None, "--references", str(refs), problem, "a folder of reference files"
+            )
+        if args.which in ("live", "all") and not (refs / "live").is_dir():
+            raise ConfigError(
+                None, "--references", str(refs), "has no live/ folder of recorded live runs",
+                "a folder holding live/*.json (--set live or all)",
+            )  # fmt: skip
     files = []  # the reference files are read (and their errors reported) before --out is touched
     if not args.live and args.which in ("paper", "all"):
         files = load_references(args.references)
@@ -107,7 +119,7 @@ def run(args: argparse.Namespace) -> int:
     outputs.finish()
     if args.json:
         print(json.dumps(payload, indent=2, default=str))
-        return 0
+        return _failed_verdict(results)
     for rep in live_reports:
         print(rep.table())
         print()
@@ -128,4 +140,19 @@ def run(args: argparse.Namespace) -> int:
         print("no cases to validate")
     files = "validation.json" + (", scatter.png" if plotted else "")
     print(f"results: {out}/ ({files})")
-    return 0
+    return _failed_verdict(results)
+
+
+def _failed_verdict(results) -> int:
+    """0 when no case failed to run; else one error line (the first failure, which names
+    its reference file and field) raised after the report is written: exit 2 when every
+    failure comes from a case's input, 3 (a bug report) when one raised unexpectedly."""
+    from simcluster.errors import ResultError, UserError
+
+    failed = [r for r in results if r.status == "failed"]
+    if not failed:
+        return 0
+    first = next((r for r in failed if r.bug), failed[0])
+    more = f" (and {len(failed) - 1} more: see the table)" if len(failed) > 1 else ""
+    line = f"{len(failed)} of {len(results)} case(s) failed to run{more}: {first.message}"
+    raise (ResultError if first.bug else UserError)(line)

@@ -73,9 +73,9 @@ def _metric(case, profile_path: Path, workdir: Path) -> float:
     trial = case.model_copy(
         update={"overrides": {**case.overrides, "network_profile": str(profile_path)}}
     )
-    status, value, _profiles, _fitted, message = _run_group([trial], str(workdir))[0]
+    status, value, _profiles, _fitted, message, where, _bug = _run_group([trial], str(workdir))[0]
     if status != "ok" or value is None:
-        raise UserError(f"{case.id}: {status}: {message}")
+        raise UserError(f"{case.id}: {status}: {where + ': ' if where else ''}{message}")
     return value
 
 
@@ -176,6 +176,12 @@ def main(argv: list[str] | None = None) -> int:
         out_path = Path(a.out)
         if out_path.exists() and not a.force:
             raise ConfigError(None, "--out", a.out, "exists (pass --force to overwrite)")
+        if not 0 < a.rtol < 1:  # NaN fails too; 0 or less never converges
+            raise ConfigError(None, "--rtol", a.rtol, "out of range", "a fraction in (0, 1)")
+        if not a.name or not all(c.isalnum() or c in "_.-" for c in a.name):
+            raise ConfigError(
+                None, "--name", a.name, "bad characters", "letters, digits, '_', '.', '-'"
+            )
         print(f"fitting {a.param} of {a.network_profile} to {a.case}", flush=True)
         data, rec = fit_network_constant(a.case, a.network_profile, a.param, a.lo, a.hi, a.rtol)
     except (ConfigError, UserError) as exc:

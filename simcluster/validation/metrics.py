@@ -25,7 +25,15 @@ __all__ = [
 
 
 class MetricError(SimclusterError, ValueError):
-    """The run does not hold what the metric asks for (names the missing piece)."""
+    """The run does not hold what the metric asks for (names the missing piece).
+
+    ``path``: the field of the case's ``metric`` that asks for it (``metric.field``,
+    ``metric.num.schedule``, ...), so the report can name it in the reference file.
+    """
+
+    def __init__(self, message: str, path: str = "metric") -> None:
+        super().__init__(message)
+        self.path = path
 
 
 def _near(word: str, names: Sequence[str]) -> str:
@@ -34,13 +42,17 @@ def _near(word: str, names: Sequence[str]) -> str:
     return "; did you mean " + " or ".join(repr(h) for h in hits) + "?" if hits else ""
 
 
-def find_record(records: Sequence[dict[str, Any]], sel: Select) -> dict[str, Any]:
+def find_record(
+    records: Sequence[dict[str, Any]], sel: Select, where: str = "metric"
+) -> dict[str, Any]:
+    """The record ``sel`` picks; ``where`` is the selection's path in the case."""
     mine = [r for r in records if r["schedule"] == sel.schedule]
     if not mine:
         have = sorted({r["schedule"] for r in records})
         raise MetricError(
             f"no schedule {sel.schedule!r} in the run (have {', '.join(have)})"
-            + _near(sel.schedule, have)
+            + _near(sel.schedule, have),
+            f"{where}.schedule",
         )
     if sel.gpus is None:
         return max(mine, key=lambda r: r["gpus"])
@@ -48,40 +60,45 @@ def find_record(records: Sequence[dict[str, Any]], sel: Select) -> dict[str, Any
         if r["gpus"] == sel.gpus:
             return r
     have = sorted(r["gpus"] for r in mine)
-    raise MetricError(f"{sel.schedule}: no run at {sel.gpus} GPUs (have {have})")
+    raise MetricError(f"{sel.schedule}: no run at {sel.gpus} GPUs (have {have})", f"{where}.gpus")
 
 
-def _get(obj: dict[str, Any], dotted: str) -> float:
+def _get(obj: dict[str, Any], dotted: str, where: str = "metric.field") -> float:
     cur: Any = obj
     for part in dotted.split("."):
         if not isinstance(cur, dict) or part not in cur:
             keys = sorted(cur) if isinstance(cur, dict) else []
             raise MetricError(
-                f"no field {dotted!r} (at {part!r}; have {', '.join(keys)})" + _near(part, keys)
+                f"no field {dotted!r} (at {part!r}; have {', '.join(keys)})" + _near(part, keys),
+                where,
             )
         cur = cur[part]
     try:
         return float(cur)
     except (TypeError, ValueError):
-        raise MetricError(f"field {dotted!r} is not a number ({cur!r})") from None
+        raise MetricError(f"field {dotted!r} is not a number ({cur!r})", where) from None
 
 
 def _segments(rec: dict[str, Any], prefix: str | None) -> list[dict[str, Any]]:
     segs = [s for s in rec.get("segments", []) if prefix is None or s["label"].startswith(prefix)]
     if not segs:
         labels = sorted({s["label"] for s in rec.get("segments", [])})
-        raise MetricError(f"no segment starting {prefix!r} (have {', '.join(labels)})")
+        raise MetricError(
+            f"no segment starting {prefix!r} (have {', '.join(labels)})", "metric.segments"
+        )
     return segs
 
 
-def _segment_value(seg: dict[str, Any], value: str) -> float:
+def _segment_value(seg: dict[str, Any], value: str, where: str) -> float:
     if value.startswith("breakdown_s."):
         return float(seg.get("breakdown_s", {}).get(value.split(".", 1)[1], 0.0))
-    return _get(seg, value)
+    return _get(seg, value, where)
 
 
-def _aggregate(segs: list[dict[str, Any]], value: str, how: str) -> float:
-    total = sum(s["count"] * _segment_value(s, value) for s in segs)
+def _aggregate(
+    segs: list[dict[str, Any]], value: str, how: str, where: str = "metric.value"
+) -> float:
+    total = sum(s["count"] * _segment_value(s, value, where) for s in segs)
     if how == "sum":
         return total
     runs = sum(s["count"] for s in segs)
@@ -93,13 +110,16 @@ def read_metric(m: Metric, records: Sequence[dict[str, Any]]) -> float:
     if m.kind == "field":
         return _get(find_record(records, Select(schedule=m.schedule, gpus=m.gpus)), m.field)
     if m.kind == "ratio":
-        rn, rd = find_record(records, m.num), find_record(records, m.den)
+        rn = find_record(records, m.num, "metric.num")
+        rd = find_record(records, m.den, "metric.den")
         if m.value:  # a segment value of each record, aggregated over the run
             num = _aggregate(_segments(rn, m.segments), m.value, m.aggregate)
             den = _aggregate(_segments(rd, m.segments), m.value, m.aggregate)
         else:
             num = _get(rn, m.field)
-            den = _get(rd, m.den_field or m.field)
+            den = _get(
+                rd, m.den_field or m.field, "metric.den_field" if m.den_field else "metric.field"
+            )
         if den == 0:
             raise MetricError("ratio denominator is zero")
         return num / den
@@ -114,8 +134,8 @@ def read_metric(m: Metric, records: Sequence[dict[str, Any]]) -> float:
             raise MetricError(f"categories {m.categories} take no time")
         return part / whole
     if m.kind == "segment_ratio":
-        num = _aggregate(segs, m.num_value, m.aggregate)
-        den = _aggregate(segs, m.den_value, m.aggregate)
+        num = _aggregate(segs, m.num_value, m.aggregate, "metric.num_value")
+        den = _aggregate(segs, m.den_value, m.aggregate, "metric.den_value")
         if den == 0:
             raise MetricError("ratio denominator is zero")
         return num / den
@@ -198,13 +218,19 @@ def nccl_tests_value(m: Metric, sc) -> tuple[float, str]:
     from simcluster.topology import load_topology
 
     if m.nccl_op not in NCCL_TEST_OPS:
-        raise MetricError(f"nccl_op {m.nccl_op!r} unknown (have {', '.join(NCCL_TEST_OPS)})")
+        raise MetricError(
+            f"nccl_op {m.nccl_op!r} unknown (have {', '.join(NCCL_TEST_OPS)})"
+            + _near(str(m.nccl_op), list(NCCL_TEST_OPS)),
+            "metric.nccl_op",
+        )
     if m.value not in ("busbw_GBps", "algbw_GBps", "time_us"):
-        raise MetricError(f"value {m.value!r}: use busbw_GBps, algbw_GBps or time_us")
+        raise MetricError(
+            f"value {m.value!r}: use busbw_GBps, algbw_GBps or time_us", "metric.value"
+        )
     per_node = load_topology(sc.topology, num_nodes=1).ranks_per_node
     gpus = int(m.gpus)
     if gpus % per_node:
-        raise MetricError(f"{gpus} GPUs do not fill nodes of {per_node}")
+        raise MetricError(f"{gpus} GPUs do not fill nodes of {per_node}", "metric.gpus")
     cluster = load_topology(sc.topology, num_nodes=gpus // per_node)
     netp = load_network_profile(sc.network_profile)
     ctx = CommContext.from_profile(cluster, with_transport(netp, cluster))

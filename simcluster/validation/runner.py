@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from simcluster.errors import UserError
-from simcluster.paths import project_root
+from simcluster.paths import exists, is_file, project_root
 from simcluster.validation.cases import Case, ReferenceFile
 from simcluster.validation.metrics import (
     MetricError,
@@ -47,6 +47,8 @@ class CaseResult:
     profiles: str = ""
     fitted: bool = False
     message: str = ""
+    #: failed on an unexpected exception (a bug), not on the case's input
+    bug: bool = False
 
     @property
     def error(self) -> float | None:
@@ -90,7 +92,7 @@ class CaseResult:
 def resolve_scenario(path: str) -> Path:
     """A case's scenario path: as given when it exists, else relative to the project."""
     p = Path(path)
-    if p.is_absolute() or p.exists():
+    if p.is_absolute() or exists(p):
         return p
     return project_root() / p
 
@@ -132,7 +134,7 @@ def _prepare(case: Case, workdir: Path):
         if name not in known:
             return None, f"skipped: schedule {name} not available"
     path = resolve_scenario(case.scenario)
-    if not path.is_file():
+    if not is_file(path):
         return None, f"skipped: scenario file {case.scenario} not available"
     from simcluster.inputs import load_yaml
 
@@ -145,30 +147,33 @@ def _prepare(case: Case, workdir: Path):
     return materialize(point, workdir), ""
 
 
-def _run_group(
-    cases: Sequence[Case], workdir: str
-) -> list[tuple[str, float | None, str, bool, str]]:
-    """Simulate one (scenario, overrides) and read every case's metric.
+#: one case's outcome from a group run: (status, predicted, profiles, fitted, message,
+#: where, bug); ``where`` is the case field a failure is about (``metric.field``) or "",
+#: ``bug`` whether it failed on an unexpected exception rather than on its input
+Outcome = tuple[str, float | None, str, bool, str, str, bool]
 
-    Returns per case (status, predicted, profiles, fitted, message).
-    """
+
+def _run_group(cases: Sequence[Case], workdir: str) -> list[Outcome]:
+    """Simulate one (scenario, overrides) and read every case's metric."""
     from simcluster.study import run_scenario
 
-    out = []
+    out: list[Outcome] = []
     try:
         sc, skip = _prepare(cases[0], Path(workdir))
-    except UserError as exc:
-        return [("failed", None, "", False, str(exc))] * len(cases)
+    except UserError as exc:  # the scenario, or the case's overrides of it
+        where = "overrides" if cases[0].overrides else "scenario"
+        return [("failed", None, "", False, str(exc), where, False)] * len(cases)
     if sc is None:
-        return [("skipped", None, "", False, skip)] * len(cases)
+        return [("skipped", None, "", False, skip, "", False)] * len(cases)
     try:
         fitted_ids = _fitted_ids(sc)
         records = None
         if cases[0].metric.kind not in NETWORK_ONLY:
             records = run_scenario(sc).records
     except Exception as exc:  # noqa: BLE001 - report, do not stop the other cases
-        msg = str(exc) if isinstance(exc, UserError) else f"{type(exc).__name__}: {exc}"
-        return [("failed", None, "", False, msg)] * len(cases)
+        bug = not isinstance(exc, UserError)
+        msg = f"{type(exc).__name__}: {exc}" if bug else str(exc)
+        return [("failed", None, "", False, msg, "", bug)] * len(cases)
     for c in cases:
         fitted = c.fitted_from is not None or c.id in fitted_ids
         try:
@@ -180,10 +185,19 @@ def _run_group(
                 value = read_metric(c.metric, records)
                 rec = records[0]
                 profiles = f"{rec['profile']} / {rec['network_profile']}"
-            out.append(("ok", compared_value(c.metric, value), profiles, fitted, ""))
-        except (MetricError, UserError) as exc:
-            out.append(("failed", None, "", fitted, str(exc)))
+            out.append(("ok", compared_value(c.metric, value), profiles, fitted, "", "", False))
+        except MetricError as exc:
+            out.append(("failed", None, "", fitted, str(exc), exc.path, False))
+        except UserError as exc:
+            out.append(("failed", None, "", fitted, str(exc), "", False))
     return out
+
+
+def failure_line(file: str | None, index: int, case: Case, where: str, message: str) -> str:
+    """A failed case's message naming its reference file, its place and its id:
+    ``refs.yaml: cases[2].metric.field: no field 'x' ... (case h100-rn50)``."""
+    path = f"cases[{index}]" + (f".{where}" if where else "")
+    return f"{file or '<references>'}: {path}: {message} (case {case.id})"
 
 
 def run_cases(
@@ -194,6 +208,7 @@ def run_cases(
 ) -> list[CaseResult]:
     """Run every case of ``files``; results in file and case order."""
     order: list[tuple[str, Case]] = [(f.paper, c) for f in files for c in f.cases]
+    places = [(f.file, j) for f in files for j in range(len(f.cases))]
     groups: dict[str, list[int]] = {}
     results: list[CaseResult | None] = [None] * len(order)
     for i, (paper, c) in enumerate(order):
@@ -211,9 +226,12 @@ def run_cases(
 
         def store(key: str, outs) -> None:
             nonlocal done
-            for i, (status, value, profiles, fitted, msg) in zip(groups[key], outs, strict=True):
+            for i, outcome in zip(groups[key], outs, strict=True):
+                status, value, profiles, fitted, msg, where, bug = outcome
                 paper, case = order[i]
-                results[i] = CaseResult(paper, case, status, value, profiles, fitted, msg)
+                if status == "failed":
+                    msg = failure_line(*places[i], case, where, msg)
+                results[i] = CaseResult(paper, case, status, value, profiles, fitted, msg, bug)
             done += 1
             if progress:
                 progress(done, len(keys), order[groups[key][0]][1].id)

@@ -299,7 +299,10 @@ def _nest(events: list[_Ev]) -> None:
 
 
 def _numel(dims: Any) -> int | None:
-    if not isinstance(dims, list) or not all(isinstance(d, int) for d in dims):
+    """Elements of a tensor of shape ``dims``; None when it is not a list of sizes >= 0."""
+    if not isinstance(dims, list) or not all(
+        isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in dims
+    ):
         return None
     return math.prod(dims) if dims else 1
 
@@ -351,13 +354,17 @@ def _et_shapes(file: str) -> dict[int, Any]:
         raise _bad(file, "nodes", type(data).__name__, "not an execution trace (no nodes list)",
                    "a file written by torch.profiler.ExecutionTraceObserver")  # fmt: skip
     out: dict[int, Any] = {}
-    for node in data["nodes"]:
+    how = "a file written by torch.profiler.ExecutionTraceObserver"
+    for i, node in enumerate(data["nodes"]):
         if not isinstance(node, dict) or node.get("name") != _ACCUMULATE:
             continue
-        attrs = {
-            a.get("name"): a.get("value") for a in node.get("attrs", []) if isinstance(a, dict)
-        }
-        shapes = (node.get("inputs") or {}).get("shapes") or [None]
+        raw_attrs, inputs = node.get("attrs", []), node.get("inputs") or {}
+        if not isinstance(raw_attrs, list):
+            raise _bad(file, f"nodes[{i}].attrs", raw_attrs, "not a list of attributes", how)
+        if not isinstance(inputs, dict) or not isinstance(inputs.get("shapes") or [], list):
+            raise _bad(file, f"nodes[{i}].inputs", inputs, "not a mapping with a shapes list", how)
+        attrs = {a.get("name"): a.get("value") for a in raw_attrs if isinstance(a, dict)}
+        shapes = inputs.get("shapes") or [None]
         if isinstance(attrs.get("rf_id"), int):
             out[attrs["rf_id"]] = shapes[0]
     return out

@@ -1,0 +1,237 @@
+"""Bad flags of the ``python -m calibrate.<tool>`` entry points (and ``simcluster calibrate
+derive``): each is refused in one line, exit 2, before any timing or process starts, and
+no tool writes over a file it did not write without ``--force``.
+
+The tools need torch (``pytest.importorskip``); none times anything.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+
+def _tool_error(capsys, tool: str) -> str:
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    lines = [ln for ln in err.splitlines() if ln.startswith(f"calibrate.{tool}")]
+    assert len(lines) == 1, err
+    return lines[0]
+
+
+@pytest.mark.parametrize(
+    "args, shown",
+    [
+        (["--device", "tpu"], "--device: unknown device (got 'tpu'); allowed: cpu, cuda, cuda:N"),
+        (["--reps", "0"], "--reps: out of range (got 0); allowed: an integer >= 1"),
+        (["--rounds", "-1"], "--rounds: out of range (got -1)"),
+        (["--warmup", "-1"], "--warmup: out of range (got -1); allowed: an integer >= 0"),
+        (["--batches", "0"], "--batches: not a comma list of batch sizes (got '0')"),
+        (["--batches", "64,x"], "--batches: not a comma list of batch sizes (got '64,x')"),
+        (["--deadline-s", "nan"], "--deadline-s: out of range (got nan)"),
+        (["--deadline-s", "-5"], "--deadline-s: out of range (got -5.0)"),
+        (["--out", "{mine}"], "--out: file exists; pass --force to overwrite it (got '{mine}')"),
+        (["--out", "{tmp}"], "--out: is a folder (got '{tmp}')"),
+    ],
+)
+def test_calibrate_anchors_bad_flag_exits_2_before_timing(tmp_path, capsys, args, shown):
+    """Was: a traceback (--device tpu, --batches x), the user's --out overwritten, or a
+    run with 0 reps (a median of nothing) or a NaN deadline."""
+    pytest.importorskip("torch")
+    from calibrate.anchors import main as anchors
+
+    mine = tmp_path / "mine.json"
+    mine.write_text('{"my": "notes"}')
+    fill = {"mine": mine, "tmp": tmp_path}
+    argv = ["--device", "cpu", "--out", str(tmp_path / "a.json"), "--cases", "resnet50"]
+    argv += [a.format(**fill) for a in args]
+    assert anchors(argv) == 2
+    assert shown.format(**fill) in _tool_error(capsys, "anchors")
+    assert mine.read_text() == '{"my": "notes"}' and not (tmp_path / "a.json").exists()
+
+
+@pytest.mark.parametrize(
+    "args, shown",
+    [
+        (["--out", "{mine}"], "--out {mine}: file exists; pass --force to overwrite it"),
+        (["--et", "{mine}"], "--et {mine}: file exists; pass --force to overwrite it"),
+        (["--out", "{tmp}"], "--out {tmp}: is a folder"),
+        (["--num-classes", "0"], "--num-classes >= 1"),
+        (["--input-shape", "3,32"], "resnet18-cifar: one training step on input shape (3, 32) "
+         "x batch 2 failed (RuntimeError: "),
+        (["--input-shape", "3,32,32", "--tokens", "5"], "failed (RuntimeError: "),
+    ],
+)  # fmt: skip
+def test_calibrate_trace_bad_flag_exits_2(tmp_path, capsys, args, shown):
+    """Was: the user's --out overwritten by the trace; a shape the model refuses a
+    RuntimeError traceback from deep inside torch."""
+    pytest.importorskip("torch")
+    from calibrate.trace import main as trace
+
+    mine = tmp_path / "mine.json"
+    mine.write_text('{"my": "notes"}')
+    fill = {"mine": mine, "tmp": tmp_path}
+    argv = ["--model", "resnet18-cifar", "--batch", "2", "--warmup", "1", "--steps", "1",
+            "--unprofiled", "1", "--out", str(tmp_path / "t.json")]  # fmt: skip
+    argv += [a.format(**fill) for a in args]
+    assert trace(argv) == 2
+    assert shown.format(**fill) in _tool_error(capsys, "trace")
+    assert mine.read_text() == '{"my": "notes"}'
+
+
+def test_calibrate_trace_input_shape_with_an_empty_piece_is_refused(capsys):
+    pytest.importorskip("torch")
+    from calibrate.trace import main as trace
+
+    with pytest.raises(SystemExit) as e:
+        trace(["--model", "resnet18-cifar", "--batch", "2", "--input-shape", "3,x",
+               "--out", "t.json"])  # fmt: skip
+    assert e.value.code == 2
+    assert "argument --input-shape: '3,x': comma-separated integers" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "args, shown",
+    [
+        (["--nproc", "0"], "--nproc: out of range (got 0); allowed: 1.."),
+        (["--nproc", "100000"], "--nproc: out of range (got 100000)"),
+        (["--nproc", "3", "--ranks-per-node", "2"],
+         "--ranks-per-node: 3 processes do not fill nodes of 2 (got 2)"),
+        (["--batch", "0"], "--batch: out of range (got 0); allowed: an integer >= 1"),
+        (["--iterations", "-1"], "--iterations: out of range (got -1)"),
+        (["--density", "0"], "--density: out of range (got 0.0); allowed: a fraction in (0, 1]"),
+        (["--keep", "nan"], "--keep: out of range (got nan)"),
+        (["--bucket-mb", "inf"], "--bucket-mb: out of range (got inf); allowed: megabytes > 0"),
+        (["--out", "{mine}"], "--out {mine}: file exists; pass --force to overwrite it"),
+        (["--trace", "{tmp}"], "--trace {tmp}: is a folder"),
+    ],
+)  # fmt: skip
+def test_calibrate_live_bad_flag_exits_2_before_any_process(tmp_path, capsys, args, shown):
+    """Was: --batch 0 ran and wrote a live run of empty batches (exit 0); --out overwrote
+    the previous recorded run."""
+    pytest.importorskip("torch")
+    from calibrate.live.run import main as live
+
+    mine = tmp_path / "mine.json"
+    mine.write_text('{"my": "run"}')
+    fill = {"mine": mine, "tmp": tmp_path}
+    argv = ["--nproc", "2", "--out", str(tmp_path / "l.json")] + [a.format(**fill) for a in args]
+    assert live(argv) == 2
+    assert shown.format(**fill) in _tool_error(capsys, "live")
+    assert mine.read_text() == '{"my": "run"}' and not (tmp_path / "l.json").exists()
+
+
+@pytest.mark.parametrize(
+    "args, shown",
+    [
+        (["--out", "{mine}"], "--out {mine}: file exists; pass --force to overwrite it"),
+        (["--raw", "{mine}"], "--raw {mine}: file exists; pass --force to overwrite it"),
+        (["--reps", "0"], "--reps: out of range (got 0); allowed: an integer >= 1"),
+        (["--from-raw", "{tmp}/none.json"], "--from-raw {tmp}/none.json: <root>: no such raw "
+         "gloo measurement file"),
+        (["--from-raw", "{mine}"], "--from-raw {mine}: not a raw file of `--raw` (no config, "
+         "worlds, machine, command, duration_s)"),
+        (["--from-raw", "{bad}"], "--from-raw {bad}: not a raw file of `--raw` (KeyError: "),
+    ],
+)  # fmt: skip
+def test_calibrate_gloo_bad_flag_or_raw_file_exits_2(tmp_path, capsys, args, shown):
+    """Was: --from-raw of a missing or foreign file a FileNotFoundError / KeyError
+    traceback; an existing --out overwritten."""
+    pytest.importorskip("torch")
+    from calibrate.gloo import main as gloo
+
+    mine = tmp_path / "mine.json"
+    mine.write_text('{"my": "notes"}')
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"config": {}, "worlds": [{"x": 1}], "machine": {"cpus": 2},
+                               "command": "c", "duration_s": 1}))  # fmt: skip
+    fill = {"mine": mine, "tmp": tmp_path, "bad": bad}
+    argv = ["--nproc", "2", "--out", str(tmp_path / "g.json")] + [a.format(**fill) for a in args]
+    assert gloo(argv) == 2
+    assert shown.format(**fill) in _tool_error(capsys, "gloo")
+    assert mine.read_text() == '{"my": "notes"}' and not (tmp_path / "g.json").exists()
+
+
+def test_calibrate_transfer_error_keeps_an_existing_json(tmp_path, capsys):
+    from calibrate.transfer_error import main as transfer_error
+
+    mine = tmp_path / "mine.json"
+    mine.write_text("mine")
+    with pytest.raises(SystemExit) as e:
+        transfer_error(["h100-sxm-80gb-measured", "v100-sxm2-32gb", "--json", str(mine)])
+    assert e.value.code == 2 and mine.read_text() == "mine"
+    assert f"--json {mine}: file exists; pass --force" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "args, shown",
+    [
+        (["--rtol", "-1"], "--rtol: out of range (got -1.0); allowed: a fraction in (0, 1)"),
+        (["--rtol", "nan"], "--rtol: out of range (got nan)"),
+        (["--name", "a/b"], "--name: bad characters (got 'a/b')"),
+    ],
+)
+def test_validation_fit_bad_flag_exits_2_before_fitting(tmp_path, capsys, args, shown):
+    """Was: not checked; the fit simulated the bracket ends first (--rtol -1 cannot converge)."""
+    from simcluster.validation.fit import main as fit
+
+    argv = [
+        "--case",
+        "prunex-speedup-ddp-64",
+        "--network-profile",
+        "nccl-spec",
+        "--param",
+        "network.per_message_overhead_s",
+        "--name",
+        "x",
+        "--out",
+        str(tmp_path / "f.json"),
+    ]
+    assert fit(argv + args) == 2  # fmt: skip
+    line = [ln for ln in capsys.readouterr().err.splitlines() if "error:" in ln]
+    assert len(line) == 1 and shown in line[0]
+
+
+@pytest.mark.parametrize(
+    "args, shown",
+    [
+        ([], "launch with torchrun (RANK, MASTER_ADDR unset)"),
+        (["--sizes", "x"], "--sizes: not a comma list of byte counts (got 'x')"),
+        (["--sizes", "0,8"], "--sizes: not a comma list of byte counts (got '0,8')"),
+        (["--ops", "allreduc"], "--ops: unknown collective (got 'allreduc'); allowed: "
+         "allreduce, allgather, broadcast"),
+        (["--threads", "0"], "--threads: out of range (got 0)"),
+        (["--max-bytes", "nan"], "--max-bytes: out of range (got nan); allowed: bytes >= 8"),
+    ],
+)  # fmt: skip
+def test_calibrate_collectives_bad_flag_or_launch_exits_2(monkeypatch, capsys, args, shown):
+    """Was: a ValueError traceback from torch's rendezvous (not under torchrun) or from
+    int('x') after the process group started."""
+    pytest.importorskip("torch")
+    from calibrate.collectives import main as collectives
+
+    for var in ("RANK", "MASTER_ADDR"):
+        monkeypatch.delenv(var, raising=False)
+    assert collectives(["--out", "c.json", "--backend", "gloo", *args]) == 2
+    assert shown in _tool_error(capsys, "collectives")
+
+
+@pytest.mark.parametrize(
+    "flag, name",
+    [("--from", "nosuch"), ("--target", "v100"), ("--source-spec", "h10")],
+)
+def test_calibrate_derive_unknown_profile_names_its_flag(tmp_path, flag, name):
+    """Was: "profile: unknown profile" for any of the three profile flags."""
+    pytest.importorskip("torch")
+    from calibrate import cli as cal_cli
+    from simcluster.cli import build_parser
+    from simcluster.errors import UnknownNameError
+
+    given = {"--from": "v100-sxm2-32gb-derived", "--target": "v100-sxm2-32gb"}
+    given[flag] = name
+    argv = ["calibrate", "derive", "--out", str(tmp_path / "x.json")]
+    argv += [x for kv in given.items() for x in kv]
+    with pytest.raises(UnknownNameError) as e:
+        cal_cli.run(build_parser().parse_args(argv))
+    assert str(e.value).startswith(f"{flag}: unknown profile (got '{name}'); allowed: ")
