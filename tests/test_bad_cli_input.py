@@ -15,17 +15,10 @@ import pytest
 import yaml
 
 from simcluster.cli import main
+from tests.test_bad_user_files import _error, fuzz
 
 ROOT = Path(__file__).resolve().parents[1]
 ANCHOR = ROOT / "scenarios" / "references" / "scenarios" / "anchor-resnet50.yaml"
-
-
-def _error(capsys) -> str:
-    err = capsys.readouterr().err
-    lines = [ln for ln in err.splitlines() if ln.startswith("simcluster: error:")]
-    assert len(lines) == 1, err
-    assert "Traceback" not in err
-    return lines[0]
 
 
 # ------------------------------------------------------------- validate: failed cases
@@ -161,16 +154,7 @@ PROFILES = ROOT / "calibrate" / "profiles"
 
 
 def _scenario(tmp_path: Path, **fields) -> Path:
-    doc = {
-        "name": "t",
-        "topology": "puhti",
-        "profile": "v100-sxm2-32gb",
-        "network_profile": "nccl-spec",
-        "workload": {"model": "resnet18-cifar", "dataset": "cifar10", "batch_per_gpu": 32},
-        "schedules": [{"name": "ddp"}],
-        "study": {"gpus": [8]},
-        **fields,
-    }
+    doc = {**fuzz.TINY, "name": "t", **fields}  # the fuzzer's small valid scenario
     path = tmp_path / "s.yaml"
     path.write_text(yaml.safe_dump(doc))
     return path
