@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from simcluster.partition.keys import unique_counts, unique_counts_sorted, unique_sorted
-from simcluster.partition.network import NetworkPartition, remote_reads
+from simcluster.partition.network import NetworkPartition, column_slots, remote_reads
 from simcluster.workload.sparse import SparseDNN, SparseLayer
 
 __all__ = ["LayerComm", "layer_comm", "comm_plan", "PartitionMetrics", "table1_metrics"]
@@ -89,7 +89,8 @@ def layer_comm(
     """Messages of one layer: ``in_owner`` places ``x^{k-1}``, ``out_owner`` the rows.
 
     reads: the layer's :func:`~simcluster.partition.network.remote_reads` for these
-    owners where already computed (the random partitioner's cut), else None.
+    owners (same ``in_owner`` and rows) where already computed (the random
+    partitioner's cut), else None.
     """
     p = int(parts)
     in_owner = np.asarray(in_owner, dtype=np.int64)
@@ -108,10 +109,19 @@ def layer_comm(
     has_remote = np.bincount(layer.row_of_nnz[local], minlength=layer.rows) < layer.row_nnz
     rows_remote = np.bincount(out_owner[np.flatnonzero(has_remote)], minlength=p)
     # every (column, reader part) once; a message entry where reader != owner
-    if small:  # 32-bit sorts: (column, reader) once, then by (owner, reader)
+    slots = column_slots(in_owner, p) if small else None
+    if slots is not None:  # one 32-bit sort, by (owner, reader, column): no second one
+        if reads is None:
+            reads = remote_reads(layer.indices, r, remote, in_owner, p)
+        pairs, words = unique_counts_sorted(reads // np.int32(slots[1]))
+        # src from where each owner's pairs start (a 64-bit divmod took several ms)
+        bounds = np.searchsorted(pairs, np.arange(p + 1, dtype=np.int64) * p)
+        src = np.repeat(np.arange(p, dtype=np.int64), np.diff(bounds))
+        dst = pairs - src * p
+    elif small:  # 32-bit sorts: (column, reader) once, then by (owner, reader)
         p32 = np.int32(p)
         if reads is None or reads.dtype != dt:
-            reads = remote_reads(layer.indices, r, remote, cols, p)
+            reads = remote_reads(layer.indices, r, remote, in_owner, p)
         col, reader = np.divmod(reads, p32)
         pairs, words = unique_counts(in_owner.astype(dt)[col] * p32 + reader)
         pairs = pairs.astype(np.int64)
@@ -122,7 +132,8 @@ def layer_comm(
         keys = unique_sorted(layer.indices[remote].astype(np.int64) * p + r[remote])
         col, reader = keys // p, keys % p
         pairs, words = unique_counts(in_owner[col] * p + reader)
-    src, dst = np.divmod(pairs, p)
+    if slots is None:
+        src, dst = np.divmod(pairs, p)
     return LayerComm(
         parts=p,
         src=src,

@@ -231,16 +231,44 @@ def _random_rows(rows: int, parts: int, seed: int) -> np.ndarray:
     return even_random_parts(rows, parts, np.random.default_rng([seed, rows, parts]))
 
 
-def remote_reads(
-    indices: np.ndarray, reader: np.ndarray, remote: np.ndarray, cols: int, parts: int
-) -> np.ndarray:
-    """Every (column, reader part) of a layer's remote reads once: the sorted distinct
-    ``column * parts + reader`` of the nonzeros where ``remote`` (the reader does not
-    own the column's input), in 32 bits when ``columns * parts`` fits them.
-
-    indices: column (< ``cols``) of every nonzero; reader: part of every nonzero's row.
+def column_slots(in_owner: np.ndarray, parts: int) -> tuple[np.ndarray, int] | None:
+    """Per input column ``j``: ``(owner(j) * parts * span + slot(j))`` in 32 bits, and
+    ``span``, the most columns one part owns; ``slot(j)`` numbers the columns of
+    ``j``'s owner 0, 1, ... in column order. None when ``parts * parts * span``
+    does not fit 32 bits (the reads are then keyed by column, see :func:`remote_reads`).
     """
-    dt = np.int32 if int(cols) * int(parts) < 1 << 31 else np.int64
+    in_owner = np.asarray(in_owner)
+    p = int(parts)
+    counts = np.bincount(in_owner, minlength=p)
+    span = max(int(counts.max()) if counts.size else 1, 1)
+    if p * p * span >= 1 << 31:
+        return None
+    order = np.argsort(in_owner, kind="stable")  # by owner, columns in order
+    first = np.cumsum(counts) - counts
+    slot = np.empty(in_owner.size, dtype=np.int64)
+    slot[order] = np.arange(in_owner.size) - np.repeat(first, counts)
+    return (in_owner * (p * span) + slot).astype(np.int32), span
+
+
+def remote_reads(
+    indices: np.ndarray, reader: np.ndarray, remote: np.ndarray, in_owner: np.ndarray, parts: int
+) -> np.ndarray:
+    """Every (column, reader part) of a layer's remote reads once, sorted: the
+    distinct ``(owner * parts + reader) * span + slot`` (int32; see
+    :func:`column_slots`) of the nonzeros where ``remote`` (the reader does not own
+    the column's input), so that reads of one (owner, reader) pair are adjacent.
+    Where those keys do not fit 32 bits: the distinct ``column * parts + reader``
+    (32 bits when ``columns * parts`` fits them).
+
+    indices: column of every nonzero; reader: part of every nonzero's row;
+    in_owner: part of every column.
+    """
+    slots = column_slots(in_owner, parts)
+    if slots is not None:
+        code, span = slots
+        key = code[indices] + reader.astype(np.int32, copy=False) * np.int32(span)
+        return unique_sorted(key[remote])
+    dt = np.int32 if int(in_owner.size) * int(parts) < 1 << 31 else np.int64
     key = indices.astype(dt, copy=False) * dt(parts) + reader.astype(dt, copy=False)
     return unique_sorted(key[remote])
 
@@ -252,7 +280,7 @@ def _pin_cut(layer, in_owner: np.ndarray, rows: np.ndarray, parts: int, keep=Non
     dt = np.int32 if int(layer.cols) * int(parts) < 1 << 31 else np.int64
     reader = rows.astype(dt, copy=False)[layer.row_of_nnz]
     remote = reader != in_owner[layer.indices]
-    reads = remote_reads(layer.indices, reader, remote, layer.cols, parts)
+    reads = remote_reads(layer.indices, reader, remote, in_owner, parts)
     if keep is not None:
         keep.append(reads)
     return NET_COST * int(reads.size)
