@@ -102,7 +102,9 @@ def layer_comm(
     c = in_owner.astype(dt)[layer.indices]
     remote = c != r
     local = np.flatnonzero(~remote)  # few: most reads cross parts
-    nnz = np.bincount(r, minlength=p)
+    # per part, the nonzeros of its rows: a sum over the rows, not a count over the
+    # nonzeros (exact: whole numbers far below 2**53)
+    nnz = np.bincount(out_owner, weights=layer.row_nnz, minlength=p).astype(np.int64)
     nnz_remote = nnz - np.bincount(r[local], minlength=p)
     rows = np.bincount(out_owner, minlength=p)
     # a row has a remote nonzero unless all of its nonzeros are local
@@ -116,8 +118,9 @@ def layer_comm(
         pairs, words = unique_counts_sorted(reads // np.int32(slots[1]))
         # src from where each owner's pairs start (a 64-bit divmod took several ms)
         bounds = np.searchsorted(pairs, np.arange(p + 1, dtype=np.int64) * p)
-        src = np.repeat(np.arange(p, dtype=np.int64), np.diff(bounds))
-        dst = pairs - src * p
+        counts = np.diff(bounds)
+        src = np.repeat(np.arange(p, dtype=np.int64), counts)
+        dst = (pairs - np.repeat(np.arange(0, p * p, p, dtype=np.int32), counts)).astype(np.int64)
     elif small:  # 32-bit sorts: (column, reader) once, then by (owner, reader)
         p32 = np.int32(p)
         if reads is None or reads.dtype != dt:

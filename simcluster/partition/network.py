@@ -279,7 +279,7 @@ def _pin_cut(layer, in_owner: np.ndarray, rows: np.ndarray, parts: int, keep=Non
     that read it (cost 2 each). ``keep``: a list the :func:`remote_reads` go to."""
     dt = np.int32 if int(layer.cols) * int(parts) < 1 << 31 else np.int64
     reader = rows.astype(dt, copy=False)[layer.row_of_nnz]
-    remote = reader != in_owner[layer.indices]
+    remote = reader != np.asarray(in_owner).astype(dt)[layer.indices]  # a 32-bit gather
     reads = remote_reads(layer.indices, reader, remote, in_owner, parts)
     if keep is not None:
         keep.append(reads)
