@@ -243,7 +243,8 @@ def column_slots(in_owner: np.ndarray, parts: int) -> tuple[np.ndarray, int] | N
     span = max(int(counts.max()) if counts.size else 1, 1)
     if p * p * span >= 1 << 31:
         return None
-    order = np.argsort(in_owner, kind="stable")  # by owner, columns in order
+    # by owner, columns in order (NumPy radix-sorts 16-bit keys: stable, much faster)
+    order = np.argsort(in_owner.astype(np.uint16) if p <= 1 << 16 else in_owner, kind="stable")
     first = np.cumsum(counts) - counts
     slot = np.empty(in_owner.size, dtype=np.int64)
     slot[order] = np.arange(in_owner.size) - np.repeat(first, counts)

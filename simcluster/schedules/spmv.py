@@ -309,10 +309,7 @@ def _exchange(
     width = pairs.width
     n_inter = words.size - intra.size
     if n_inter and width * width <= 2 * n_inter + (1 << 12):  # node pairs by bincount
-        # intra-node messages on the diagonal; intp codes: a weighted bincount of int32
-        # codes took several times as long (NumPy 2.4)
-        code = np.multiply(src_node, width, dtype=np.intp)
-        code += dst_node
+        code = src_node * width + dst_node  # intra-node messages on the diagonal
         total = np.bincount(code, weights=words, minlength=width * width)
         total[:: width + 1] = 0
         # a node pair with messages has words (every message has >= 1)

@@ -148,17 +148,18 @@ GENERATOR_VERSION = 2
 GRAPH_CHALLENGE_NEURONS = (1024, 4096, 16384, 65536)
 
 
-def _mixed_radix_layer(n: int, radix: int, place: int, b_in: int, b_out: int) -> np.ndarray:
-    """Column ids ``(b_out * n, b_in * radix)`` of one Kronecker-widened radix layer."""
+def _mixed_radix_block(n: int, radix: int, place: int, b_in: int) -> np.ndarray:
+    """Column ids ``(n, b_in * radix)`` of the first ``n`` rows of one Kronecker-widened
+    radix layer; row ``i`` of the layer (``b_out * n`` rows) is row ``i % n`` of this."""
     y = np.arange(n, dtype=np.int64)
     base = (y[:, None] - place * np.arange(radix, dtype=np.int64)[None, :]) % n  # (n, r)
     blocks = np.arange(b_in, dtype=np.int64)[None, :, None] * n
-    cols = (blocks + base[:, None, :]).reshape(n, b_in * radix)
-    return np.tile(cols, (b_out, 1))
+    return (blocks + base[:, None, :]).reshape(n, b_in * radix)
 
 
 def _layer_from_table(rows: int, cols: int, table: np.ndarray) -> SparseLayer:
-    table = np.sort(table.astype(np.int32), axis=1)  # column ids < 2**31: sorted in 32 bits
+    # column ids < 2**31: sorted in 32 bits
+    table = np.sort(table.astype(np.int32, copy=False), axis=1)
     k = table.shape[1]
     if k > 1 and np.any(table[:, 1:] == table[:, :-1]):
         raise ValueError("a neuron would be joined twice to the same input; check the radices")
@@ -228,18 +229,23 @@ def radixnet(
     sigma = None
     for k in range(num):
         r, place = flat[k % len(flat)]
-        table = _mixed_radix_layer(n, r, place, bw[k], bw[k + 1])
+        # the layer's first n rows; the column maps below act on this block only, and
+        # the layer's rows are gathered from it once (in 32 bits: ids < 2**31)
+        block = _mixed_radix_block(n, r, place, bw[k])
         if first_of_system[k % len(flat)]:
             system_pass += 1
             if relabel_inputs and system_pass > 0:
                 grng = np.random.default_rng([0x72656C, seed, sizes[k], system_pass])
                 sigma = grng.permutation(sizes[k])
         if sigma is not None:
-            table = sigma[table]  # inputs relabelled, rows (outputs) kept
+            block = sigma[block]  # inputs relabelled, rows (outputs) kept
         if perms is not None:
             # new row perm[k+1][i] is old row i: reorder rows, relabel columns
-            inv = np.argsort(perms[k + 1])
-            table = perms[k][table[inv]]
+            inv = np.empty(sizes[k + 1], dtype=np.int64)
+            inv[perms[k + 1]] = np.arange(sizes[k + 1])  # argsort of a permutation
+            table = perms[k][block].astype(np.int32)[inv % n]
+        else:
+            table = np.tile(block.astype(np.int32), (bw[k + 1], 1))
         out.append(_layer_from_table(sizes[k + 1], sizes[k], table))
     label = name or f"radixnet-{sizes[1]}x{num}" + (f"-p{seed}" if permute else "")
     desc = (
