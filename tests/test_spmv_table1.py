@@ -131,3 +131,26 @@ def test_comm_plan_from_the_random_partitions_reads_is_the_same(parts):
         for f in ("src", "dst", "words", "rows", "nnz", "nnz_remote", "rows_remote"):
             x, y = getattr(a, f), getattr(b, f)
             assert x.dtype == y.dtype and np.array_equal(x, y), f
+
+
+@pytest.mark.parametrize("parts", [7, 1024])
+def test_comm_plan_by_column_keys_is_the_same(parts, monkeypatch):
+    """The reads keyed by column (where the (owner, reader, slot) keys would not fit
+    32 bits) give the same messages, work counts, dtypes and cut as the slot keys."""
+    import simcluster.partition.comm as comm
+    import simcluster.partition.network as network
+
+    net = graph_challenge_radixnet(1024, 3)
+    reads: list = []
+    part = partition_network(net, parts, "random", seed=2, status=False, reads=reads)
+    slotted = comm_plan(net, part, reads)
+    monkeypatch.setattr(network, "column_slots", lambda in_owner, parts: None)
+    monkeypatch.setattr(comm, "column_slots", lambda in_owner, parts: None)
+    by_col: list = []
+    again = partition_network(net, parts, "random", seed=2, status=False, reads=by_col)
+    assert again.cut == part.cut and [r.size for r in by_col] == [r.size for r in reads]
+    for plan in (comm_plan(net, part), comm_plan(net, part, by_col)):
+        for a, b in zip(slotted, plan, strict=True):
+            for f in ("src", "dst", "words", "rows", "nnz", "nnz_remote", "rows_remote"):
+                x, y = getattr(a, f), getattr(b, f)
+                assert x.dtype == y.dtype and np.array_equal(x, y), f
