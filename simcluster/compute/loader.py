@@ -106,8 +106,10 @@ def _read(path: Path) -> dict[str, Any]:
             [str(SCHEMA_VERSION)],
         )
     for key in data:  # a near miss of a known key is a typo, not a note
+        if key in TOP_KEYS:
+            continue
         near = did_you_mean(str(key), TOP_KEYS)
-        if key not in TOP_KEYS and near:
+        if near:
             raise ConfigError(str(path), str(key), key, "unknown key", TOP_KEYS, near)
     for key in ("name", "kind", "provenance"):
         if key not in data:

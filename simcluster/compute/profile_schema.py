@@ -202,8 +202,10 @@ def check_near_misses(data: Any, model: Any, file: str | None, prefix: tuple = (
         return
     for name, known in _NAMED_KEYS.get(model.__name__, {}).items():
         for key in data.get(name) or {}:
+            if key in known:
+                continue
             near = did_you_mean(str(key), known)
-            if key not in known and near:
+            if near:
                 raise ConfigError(
                     file, format_path((*prefix, name, key)), key, "unknown key", known, near
                 )
