@@ -53,47 +53,56 @@ RATIO_MIN_S = 0.002  # collective phases shorter than this: scheduler noise, med
 pytest.importorskip("torch")
 
 
+def _live_run(tmp_path, k: int):
+    """One fresh 2-process live run, validated: (report, share) or a skip reason."""
+    import json
+
+    out = tmp_path / f"live-{k}.json"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    cmd = [sys.executable, "-m", "calibrate.live", "--nproc", "2", "--iterations", "3",
+           "--batch", "8", "--out", str(out)]  # fmt: skip
+    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    share = json.loads(out.read_text())["gloo"]["worlds"]["2"]["cpu_share_factor"]
+    if share > BUSY_SHARE:
+        return None, f"machine busy: 2 processes ran {share:.1f}x slower than one alone"
+    return validate_live(out, tmp_path / f"sim-{k}"), ""
+
+
+def _misses(rep) -> list[str]:
+    """The bounds this report breaks (empty: within every bound)."""
+    comm = rep.comm_errors()
+    out = []
+    if len(comm) != 8:  # every pattern's collectives were timed and simulated
+        out.append(f"{len(comm)} collective phases, expected 8")
+    elif statistics.median(comm) > COMM_MEDIAN_BOUND:
+        out.append(f"collective median |error| {statistics.median(comm):.0%}")
+    lo, hi = PHASE_RATIO
+    for p in rep.phases:
+        if p.source == "network" and p.measured >= RATIO_MIN_S:
+            if not lo <= p.simulated / p.measured <= hi:
+                out.append(f"{p.pattern} {p.phase} x{p.simulated / p.measured:.2f}")
+        if p.phase == "iteration" and abs(p.error) > ITERATION_BOUND:
+            out.append(f"{p.pattern} iteration {p.error:+.0%}")
+    return out
+
+
 @pytest.mark.slow
 def test_live_run_on_localhost_within_bounds(tmp_path):
+    """A run that breaks a bound is repeated once, fresh: on a shared VM one run in
+    several is disturbed (one of about six full-suite runs on 2026-11-27); a model
+    or unit error breaks both."""
     load, cores = os.getloadavg()[0], os.cpu_count() or 1
     if load > cores:
         pytest.skip(f"machine busy: 1-min load {load:.1f} on {cores} cores; live timings void")
-    out = tmp_path / "live.json"
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "calibrate.live",
-            "--nproc",
-            "2",
-            "--iterations",
-            "3",
-            "--batch",
-            "8",
-            "--out",
-            str(out),
-        ],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=240,
-    )
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    import json
-
-    share = json.loads(out.read_text())["gloo"]["worlds"]["2"]["cpu_share_factor"]
-    if share > BUSY_SHARE:
-        pytest.skip(f"machine busy: 2 processes ran {share:.1f}x slower than one alone")
-    rep = validate_live(out, tmp_path / "sim")
-    print(rep.table())
-    comm = rep.comm_errors()
-    assert len(comm) == 8  # every pattern's collectives were timed and simulated
-    assert statistics.median(comm) <= COMM_MEDIAN_BOUND, rep.table()
-    for p in rep.phases:
-        if p.source == "network" and p.measured >= RATIO_MIN_S:
-            lo, hi = PHASE_RATIO
-            assert lo <= p.simulated / p.measured <= hi, (p.pattern, p.phase, rep.table())
-        if p.phase == "iteration":
-            assert abs(p.error) <= ITERATION_BOUND, rep.table()
+    tables = []
+    for k in range(2):
+        rep, busy = _live_run(tmp_path, k)
+        if rep is None:
+            pytest.skip(busy)
+        print(rep.table())
+        missed = _misses(rep)
+        if not missed:
+            return
+        tables.append(f"run {k}: " + "; ".join(missed) + "\n" + rep.table())
+    pytest.fail("both fresh runs break the bounds:\n" + "\n".join(tables))
