@@ -119,6 +119,7 @@ def _read(path: Path) -> dict[str, Any]:
             raise ConfigError(str(path), key, data[key], "must be a non-empty string")
     if not isinstance(data["provenance"], dict):
         raise ConfigError(str(path), "provenance", data["provenance"], "must be a mapping")
+    _check_fit_record(data["provenance"], path)
     if data["kind"] not in ("measured", "derived", "spec", "fitted"):
         raise ConfigError(
             str(path),
@@ -180,7 +181,6 @@ def load_profile(name_or_path: str) -> DeviceProfile:
     """A device profile by name (``v100-sxm2-32gb``) or path to a JSON file."""
     path = _resolve(name_or_path, profiles_dir(), "profile", list_profiles())
     data = _read(path)
-    _check_fit_record(data["provenance"], path)
     if "device" not in data:
         raise ConfigError(str(path), "device", None, "missing field")
     loader = PROFILE_KINDS.get(data["kind"])
@@ -219,7 +219,6 @@ def load_network_profile(name_or_path: str) -> NetworkProfile:
         name_or_path, network_profiles_dir(), "network profile", list_network_profiles()
     )
     data = _read(path)
-    _check_fit_record(data["provenance"], path)
     if "network" not in data:
         raise ConfigError(str(path), "network.per_message_overhead_s", None, "missing field")
     net = validate_network(data["network"], str(path))

@@ -210,12 +210,13 @@ def check_near_misses(data: Any, model: Any, file: str | None, prefix: tuple = (
                     file, format_path((*prefix, name, key)), key, "unknown key", known, near
                 )
     fields = sorted(model.model_fields)
+    open_section = model.model_config.get("extra") == "allow"  # strict ones refuse any key
     for key, value in data.items():
         if key in model.model_fields:
             check_near_misses(value, annotation_at(model, (key,)), file, (*prefix, key))
             continue
-        near = did_you_mean(str(key), fields)
-        if near and model.model_config.get("extra") == "allow":
+        near = did_you_mean(str(key), fields) if open_section else []
+        if near:
             raise ConfigError(file, format_path((*prefix, key)), key, "unknown key", fields, near)
 
 
