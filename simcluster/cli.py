@@ -603,21 +603,24 @@ def cmd_trace_summary(args: argparse.Namespace) -> int:
     return 0
 
 
+def _search_topologies(dirs: Sequence[str]) -> None:
+    """``--topologies``: each checked to be a folder, then put ahead of
+    ``$SIMCLUSTER_TOPOLOGIES`` (an environment variable, so worker processes search
+    them too)."""
+    from simcluster.paths import check_user_dir
+
+    for d in dirs:
+        check_user_dir(d, "--topologies")
+    extra = [str(Path(d).resolve()) for d in dirs]
+    old = os.environ.get(TOPOLOGIES_ENV)
+    os.environ[TOPOLOGIES_ENV] = os.pathsep.join([*extra, *([old] if old else [])])
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    if args.topologies:  # an environment variable, so worker processes search them too
-        from simcluster.paths import check_user_dir
-
-        try:
-            for d in args.topologies:
-                check_user_dir(d, "--topologies")
-        except UserError as exc:
-            print(f"simcluster: error: {exc}", file=sys.stderr)
-            return exc.exit_code
-        extra = [str(Path(d).resolve()) for d in args.topologies]
-        old = os.environ.get(TOPOLOGIES_ENV)
-        os.environ[TOPOLOGIES_ENV] = os.pathsep.join([*extra, *([old] if old else [])])
     try:
+        if args.topologies:
+            _search_topologies(args.topologies)
         return int(args.func(args) or 0)
     except UserError as exc:
         print(f"simcluster: error: {exc}", file=sys.stderr)

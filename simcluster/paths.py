@@ -97,21 +97,19 @@ def _user_dirs(env: str) -> list[Path]:
     return dirs
 
 
-def check_user_dir(path: str | Path, what: str) -> None:
-    """Refuse a search folder that is missing or a file, naming ``what`` (a flag or
-    ``$VARIABLE``)."""
+def check_user_dir(path: str | Path, what: str, allowed: str | None = None) -> None:
+    """Refuse a folder the user named that is missing or a file, naming ``what`` (a flag
+    or ``$VARIABLE``) and ``allowed`` (default: a folder, or a list of them for a
+    variable)."""
     p = Path(path)
     if not p.is_dir():
         from simcluster.errors import ConfigError
 
         problem = "is a file, not a folder" if p.exists() else "no such folder"
-        raise ConfigError(
-            None,
-            what,
-            str(p),
-            problem,
-            f"existing folders separated by {os.pathsep!r}" if what.startswith("$") else "a folder",
-        )
+        if allowed is None and what.startswith("$"):
+            allowed = f"existing folders separated by {os.pathsep!r}"
+        allowed = allowed or "a folder"
+        raise ConfigError(None, what, str(p), problem, allowed)
 
 
 def topology_dirs() -> list[Path]:

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 from simcluster.errors import ConfigError, did_you_mean
+from simcluster.paths import check_user_dir
 
 __all__ = ["add_arguments", "run"]
 
@@ -52,11 +53,7 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(None, "--jobs", args.jobs, "out of range", "a value >= 1")
     if args.references and not args.live:  # --set live reads its live/ folder: check it too
         refs = Path(args.references)
-        if not refs.is_dir():
-            problem = "is a file, not a folder" if refs.exists() else "no such folder"
-            raise ConfigError(
-                None, "--references", str(refs), problem, "a folder of reference files"
-            )
+        check_user_dir(refs, "--references", "a folder of reference files")
         if args.which in ("live", "all") and not (refs / "live").is_dir():
             raise ConfigError(
                 None, "--references", str(refs), "has no live/ folder of recorded live runs",
