@@ -327,11 +327,12 @@ def main(argv=None) -> int:
             print(f"calibrate.gloo: {flag}: out of range (got {value}); allowed: an integer >= 1",
                   file=sys.stderr)  # fmt: skip
             return 2
-    for flag, path in (("--out", a.out), ("--raw", a.raw)):
-        if path and Path(path).exists() and not a.force:
-            print(f"calibrate.gloo: {flag} {path}: file exists; pass --force to overwrite it",
-                  file=sys.stderr)  # fmt: skip
-            return 2
+    from simcluster.atomic import output_file_problem
+
+    problem = output_file_problem((("--out", a.out or None), ("--raw", a.raw or None)), a.force)
+    if problem:
+        print(f"calibrate.gloo: {problem}", file=sys.stderr)
+        return 2
     try:
         procs = [int(x) for x in a.nproc.split(",") if x.strip()]
     except ValueError:

@@ -483,14 +483,12 @@ def main(argv: list[str] | None = None) -> int:
         print("calibrate.trace: --num-classes >= 1; --tokens >= 0 (0: float inputs)",
               file=sys.stderr)  # fmt: skip
         return 2
-    for flag, path in (("--out", a.out), ("--et", a.et)):
-        if path is not None and path.is_dir():
-            print(f"calibrate.trace: {flag} {path}: is a folder; give a file name", file=sys.stderr)
-            return 2
-        if path is not None and path.exists() and not a.force:
-            print(f"calibrate.trace: {flag} {path}: file exists; pass --force to overwrite it",
-                  file=sys.stderr)  # fmt: skip
-            return 2
+    from simcluster.atomic import output_file_problem
+
+    problem = output_file_problem((("--out", a.out), ("--et", a.et)), a.force)
+    if problem:
+        print(f"calibrate.trace: {problem}", file=sys.stderr)
+        return 2
     if a.device == "cuda" and not torch.cuda.is_available():
         print("calibrate.trace: --device cuda but torch sees no GPU", file=sys.stderr)
         return 2

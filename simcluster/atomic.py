@@ -10,13 +10,19 @@ from __future__ import annotations
 import contextlib
 import os
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import IO, Any
 
 from simcluster.errors import UserError
 
-__all__ = ["atomic_write", "write_text_atomic", "save_figure", "drawn_by_simcluster"]
+__all__ = [
+    "atomic_write",
+    "write_text_atomic",
+    "save_figure",
+    "drawn_by_simcluster",
+    "output_file_problem",
+]
 
 
 def atomic_write(path: str | Path, write: Callable[[IO[bytes]], Any]) -> None:
@@ -74,3 +80,20 @@ def drawn_by_simcluster(path: str | Path) -> bool:
     except OSError:
         return False
     return b"tEXtSoftware\x00" + PNG_SOFTWARE.encode() in head
+
+
+def output_file_problem(
+    outputs: Iterable[tuple[str, str | Path | None]], force: bool
+) -> str | None:
+    """Why one of ``outputs`` (``(flag, path or None)`` pairs, the files a tool is about
+    to write) may not be written, or None: ``"--out X: is a folder; give a file name"``,
+    or, without ``force``, ``"--out X: file exists; pass --force to overwrite it"``
+    (nothing the user wrote is replaced without asking)."""
+    for flag, path in outputs:
+        if path is None:
+            continue
+        if Path(path).is_dir():
+            return f"{flag} {path}: is a folder; give a file name"
+        if Path(path).exists() and not force:
+            return f"{flag} {path}: file exists; pass --force to overwrite it"
+    return None

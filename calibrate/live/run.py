@@ -722,14 +722,9 @@ def check_args(a: argparse.Namespace) -> str | None:
             return (f"--ranks-per-node: {a.nproc} processes do not fill nodes of "
                     f"{a.ranks_per_node} (got {a.ranks_per_node}); allowed: a divisor of "
                     f"--nproc")  # fmt: skip
-    for flag, path in (("--out", a.out), ("--trace", a.trace)):
-        if path is None:
-            continue
-        if Path(path).is_dir():
-            return f"--{flag.lstrip('-')} {path}: is a folder; give a file name"
-        if Path(path).exists() and not a.force:
-            return f"{flag} {path}: file exists; pass --force to overwrite it"
-    return None
+    from simcluster.atomic import output_file_problem
+
+    return output_file_problem((("--out", a.out), ("--trace", a.trace)), a.force)
 
 
 def main(argv=None) -> int:
