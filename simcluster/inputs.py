@@ -140,7 +140,7 @@ def read_text(path: str | Path, what: str = "file") -> str:
                 file, "<root>", f"{size} bytes", f"{what} too large", f"at most {MAX_BYTES} bytes"
             )
         with p.open("rb") as fh:
-            raw = fh.read(MAX_BYTES + 1)  # a growing file or /proc-like file has no size
+            raw = _read_at_most(fh, MAX_BYTES + 1)  # a growing or /proc-like file: no size
     except FileNotFoundError:
         raise ConfigError(file, "<root>", file, f"no such {what}") from None
     except OSError as exc:
@@ -150,6 +150,20 @@ def read_text(path: str | Path, what: str = "file") -> str:
             file, "<root>", f">{MAX_BYTES} bytes", f"{what} too large", f"at most {MAX_BYTES} bytes"
         )
     return decode(raw, file)
+
+
+def _read_at_most(fh, limit: int, chunk: int = 1 << 20) -> bytes:
+    """Up to ``limit`` bytes of ``fh``, read in pieces of ``chunk`` bytes: a limit far
+    beyond the file (``$SIMCLUSTER_MAX_INPUT_BYTES`` set huge) is never allocated."""
+    parts: list[bytes] = []
+    left = limit
+    while left > 0:
+        part = fh.read(min(chunk, left))
+        if not part:
+            break
+        parts.append(part)
+        left -= len(part)
+    return b"".join(parts)
 
 
 def decode(raw: bytes, file: str | None) -> str:

@@ -302,6 +302,18 @@ def test_bad_max_input_bytes_env_is_an_error_not_an_import_crash(
     assert "$SIMCLUSTER_MAX_INPUT_BYTES" in line and repr(text) in line and "integer > 0" in line
 
 
+@pytest.mark.parametrize("limit", [10**14, 10**23])
+def test_huge_max_input_bytes_env_reads_the_file_without_allocating_the_limit(
+    tmp_path, monkeypatch, tiny, limit
+):
+    """A limit far beyond memory (or beyond a C index) was a MemoryError / OverflowError
+    from ``read(limit + 1)``; the file is now read in pieces and the run goes on."""
+    from simcluster import inputs
+
+    monkeypatch.setattr(inputs, "MAX_BYTES", limit)
+    assert main(["run", str(tiny), "--no-plots", "--out", str(tmp_path / "o")]) == 0
+
+
 def test_partition_cache_dir_that_is_a_file_warns_and_keeps_the_result(tmp_path, capsys):
     from simcluster.partition import partition_network
     from simcluster.workload.radixnet import graph_challenge_radixnet
