@@ -98,7 +98,7 @@ def layer_comm(
     cols = max(int(layer.cols), 1)
     small = max(cols, p) * p < 1 << 31  # keys fit 32 bits
     dt = np.int32 if small else np.int64
-    r = out_owner.astype(dt)[layer.row_of_nnz]
+    r = np.repeat(out_owner.astype(dt), layer.row_nnz)  # the part of every nonzero's row
     c = in_owner.astype(dt)[layer.indices]
     remote = c != r
     local = np.flatnonzero(~remote)  # few: most reads cross parts
@@ -108,7 +108,8 @@ def layer_comm(
     nnz_remote = nnz - np.bincount(r[local], minlength=p)
     rows = np.bincount(out_owner, minlength=p)
     # a row has a remote nonzero unless all of its nonzeros are local
-    has_remote = np.bincount(layer.row_of_nnz[local], minlength=layer.rows) < layer.row_nnz
+    local_rows = np.searchsorted(layer.indptr, local, side="right") - 1
+    has_remote = np.bincount(local_rows, minlength=layer.rows) < layer.row_nnz
     rows_remote = np.bincount(out_owner[np.flatnonzero(has_remote)], minlength=p)
     # every (column, reader part) once; a message entry where reader != owner
     slots = column_slots(in_owner, p) if small else None
@@ -120,7 +121,8 @@ def layer_comm(
         bounds = np.searchsorted(pairs, np.arange(p + 1, dtype=np.int64) * p)
         counts = np.diff(bounds)
         src = np.repeat(np.arange(p, dtype=np.int64), counts)
-        dst = (pairs - np.repeat(np.arange(0, p * p, p, dtype=np.int32), counts)).astype(np.int64)
+        dst = src * p  # then pair - src * p, written over it: no 32-bit copies on the way
+        np.subtract(pairs, dst, out=dst)
     elif small:  # 32-bit sorts: (column, reader) once, then by (owner, reader)
         p32 = np.int32(p)
         if reads is None or reads.dtype != dt:

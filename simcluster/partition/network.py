@@ -279,7 +279,9 @@ def _pin_cut(layer, in_owner: np.ndarray, rows: np.ndarray, parts: int, keep=Non
     fixed vertex, so ``lambda - 1`` counts the parts other than the input's owner
     that read it (cost 2 each). ``keep``: a list the :func:`remote_reads` go to."""
     dt = np.int32 if int(layer.cols) * int(parts) < 1 << 31 else np.int64
-    reader = rows.astype(dt, copy=False)[layer.row_of_nnz]
+    # the part of every nonzero's row (rows repeated by their nonzeros: no row-of-nonzero
+    # table kept, ~4 MB a layer)
+    reader = np.repeat(rows.astype(dt, copy=False), layer.row_nnz)
     remote = reader != np.asarray(in_owner).astype(dt)[layer.indices]  # a 32-bit gather
     reads = remote_reads(layer.indices, reader, remote, in_owner, parts)
     if keep is not None:
