@@ -36,7 +36,8 @@ __all__ = ["LayerComm", "layer_comm", "comm_plan", "PartitionMetrics", "table1_m
 class LayerComm:
     """One layer's SpFF messages and per-processor work.
 
-    src, dst, words: one entry per message (sorted by src, then dst).
+    src, dst, words: one entry per message (sorted by src, then dst); int32 (a
+        layer at P = 4,096 has ~half a million messages, kept for the run).
     rows: rows of ``W^k`` owned by each processor.
     nnz: nonzeros owned by each processor.
     nnz_remote: owned nonzeros whose input entry lives on another processor.
@@ -62,7 +63,8 @@ class LayerComm:
 
     def _src_bounds(self) -> np.ndarray:
         """Where each processor's messages start in ``src`` (sorted), and the end."""
-        return np.searchsorted(self.src, np.arange(self.parts + 1))
+        # in src's own type: a wider one would make searchsorted convert all of src
+        return np.searchsorted(self.src, np.arange(self.parts + 1, dtype=self.src.dtype))
 
     def send_words(self) -> np.ndarray:
         total = np.zeros(self.words.size + 1, dtype=np.int64)
@@ -120,8 +122,8 @@ def layer_comm(
         # src from where each owner's pairs start (a 64-bit divmod took several ms)
         bounds = np.searchsorted(pairs, np.arange(p + 1, dtype=np.int64) * p)
         counts = np.diff(bounds)
-        src = np.repeat(np.arange(p, dtype=np.int64), counts)
-        dst = src * p  # then pair - src * p, written over it: no 32-bit copies on the way
+        src = np.repeat(np.arange(p, dtype=np.int32), counts)
+        dst = src * np.int32(p)  # then pair - src * p, written over it (p * p fits 32 bits)
         np.subtract(pairs, dst, out=dst)
     elif small:  # 32-bit sorts: (column, reader) once, then by (owner, reader)
         p32 = np.int32(p)
@@ -141,9 +143,9 @@ def layer_comm(
         src, dst = np.divmod(pairs, p)
     return LayerComm(
         parts=p,
-        src=src,
-        dst=dst,
-        words=words.astype(np.int64, copy=False),
+        src=src.astype(np.int32, copy=False),  # ranks and counts fit 32 bits
+        dst=dst.astype(np.int32, copy=False),
+        words=words.astype(np.int32),
         rows=rows,
         nnz=nnz,
         nnz_remote=nnz_remote,

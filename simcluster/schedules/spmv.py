@@ -306,12 +306,19 @@ def _exchange(
     scratch: _Scratch | None = None,
 ) -> _Exchange:
     P, wb = lc.parts, cost.wb
-    words = lc.words
-    n = words.size
+    n = lc.words.size
     scratch = _Scratch() if scratch is None else scratch
+    # the 32-bit message arrays as intp, once: indexing and bincount would convert
+    # them into fresh arrays at every use
+    src = scratch.get("src", n, np.intp)
+    dst = scratch.get("dst", n, np.intp)
+    words = scratch.get("words", n, np.intp)
+    np.copyto(src, lc.src)
+    np.copyto(dst, lc.dst)
+    np.copyto(words, lc.words)
     # every index is in range: "clip" only spares ``take`` buffering its output
-    src_node = np.take(node, lc.src, out=scratch.get("src_node", n, node.dtype), mode="clip")
-    dst_node = np.take(node, lc.dst, out=scratch.get("dst_node", n, node.dtype), mode="clip")
+    src_node = np.take(node, src, out=scratch.get("src_node", n, node.dtype), mode="clip")
+    dst_node = np.take(node, dst, out=scratch.get("dst_node", n, node.dtype), mode="clip")
     intra = np.flatnonzero(np.equal(src_node, dst_node, out=scratch.get("intra", n, bool)))
     # message sizes repeat: price each distinct size once, then look them up by size
     sizes = np.flatnonzero(np.bincount(words)) if n else words
@@ -355,10 +362,10 @@ def _exchange(
         forward=CollectiveCall("p2p", pairs(keys), mean, "direct"),
         backward=CollectiveCall("p2p", pairs(back_keys), mean, "direct"),
         sends=lc.send_messages() > 0,
-        recvs=np.bincount(lc.dst, minlength=P) > 0,
-        pack=per_rank(lc.src, pack),
-        back_pack=per_rank(lc.dst, pack),
-        combine=per_rank(lc.src, scatter),
+        recvs=np.bincount(dst, minlength=P) > 0,
+        pack=per_rank(src, pack),
+        back_pack=per_rank(dst, pack),
+        combine=per_rank(src, scatter),
     )
 
 
