@@ -149,7 +149,9 @@ def partition_for(
     key = _key(o, parts, seed)
     hit = _PARTS.get(key)
     if hit is None:
-        reads: list = []  # the random backend's remote reads, reused by comm_plan
+        # the random backend's remote reads and local nonzeros, reused by comm_plan
+        reads: list = []
+        local: list = []
         part = partition_network(
             net,
             parts,
@@ -164,9 +166,10 @@ def partition_for(
             progress=progress,
             status=status,
             reads=reads,
+            local=local,
         )
-        plan = comm_plan(net, part, reads)
-        del reads
+        plan = comm_plan(net, part, reads, local)
+        del reads, local
         hit = (part, plan, table1_metrics(plan, part))
         if len(_PARTS) >= 16:
             _PARTS.pop(next(iter(_PARTS)))
