@@ -120,17 +120,21 @@ def test_sgd_rows_match_table1(neurons, layers):
 
 @pytest.mark.parametrize("parts", [7, 32, 1024])
 def test_comm_plan_from_the_random_partitions_reads_is_the_same(parts):
-    """comm_plan reusing the random backend's remote reads (its cut) gives the same
-    messages, work counts and dtypes as computing them afresh."""
+    """comm_plan reusing the random backend's remote reads (its cut), and its local
+    nonzeros with them, gives the same messages, work counts and dtypes as
+    computing them afresh."""
     net = graph_challenge_radixnet(1024, 3)
     reads: list = []
-    part = partition_network(net, parts, "random", seed=2, status=False, reads=reads)
+    local: list = []
+    part = partition_network(net, parts, "random", seed=2, status=False, reads=reads, local=local)
     assert len(reads) == 3 and [2 * r.size for r in reads] == list(part.cut)
-    fresh, reused = comm_plan(net, part), comm_plan(net, part, reads)
-    for a, b in zip(fresh, reused, strict=True):
-        for f in ("src", "dst", "words", "rows", "nnz", "nnz_remote", "rows_remote"):
-            x, y = getattr(a, f), getattr(b, f)
-            assert x.dtype == y.dtype and np.array_equal(x, y), f
+    assert len(local) == 3 and all(np.all(np.diff(k) > 0) for k in local)  # positions, in order
+    fresh = comm_plan(net, part)
+    for reused in (comm_plan(net, part, reads), comm_plan(net, part, reads, local)):
+        for a, b in zip(fresh, reused, strict=True):
+            for f in ("src", "dst", "words", "rows", "nnz", "nnz_remote", "rows_remote"):
+                x, y = getattr(a, f), getattr(b, f)
+                assert x.dtype == y.dtype and np.array_equal(x, y), f
 
 
 @pytest.mark.parametrize("parts", [7, 1024])

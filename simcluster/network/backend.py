@@ -421,7 +421,7 @@ class MaxMinNetwork(NetworkBackend):
             rates = ft.rate[ended]
             ft.drop_order()  # these may lie anywhere in its tslack order
         # A flow's rate is the level of its bottleneck, the lowest of its links.
-        l0 = float(rates.min())
+        l0 = float(rates[rates.argmin()])  # min(): the same float, ~2 us slower a call
         self._unloaded.append((ended, rates))
         if ft.sole_owner >= 0:
             owners, counts = [ft.sole_owner], [ended.size]

@@ -169,15 +169,18 @@ def maxmin_rates(
     stamp = np.empty(num_flows, dtype=np.int64)
     share = np.empty(nlinks)
     step = np.empty(nlinks)
+    full = np.empty(nlinks, dtype=bool)
     level = 0.0
     with np.errstate(divide="ignore", invalid="ignore"):
         while left:
             np.divide(cap, counts, out=share)
-            inc = float(share.min())
+            # the least share (the first NaN if any, as min() would give): argmin and a
+            # read take ~1.3 us against ~3.5 us for min() on ~2,000 links
+            inc = float(share[share.argmin()])
             level += inc
             np.multiply(counts, inc, out=step)
             cap -= step
-            sat = (cap <= tol).nonzero()[0]
+            sat = np.less_equal(cap, tol, out=full).nonzero()[0]
             if sat.size == 0:  # round-off: saturate the links that set the level
                 sat = (share <= inc * (1 + 1e-12)).nonzero()[0]
             many = sat.size > 1

@@ -36,7 +36,8 @@ __all__ = ["LayerComm", "layer_comm", "comm_plan", "PartitionMetrics", "table1_m
 class LayerComm:
     """One layer's SpFF messages and per-processor work.
 
-    src, dst, words: one entry per message (sorted by src, then dst).
+    src, dst, words: one entry per message (sorted by src, then dst); int32 (a
+        layer at P = 4,096 has ~half a million messages, kept for the run).
     rows: rows of ``W^k`` owned by each processor.
     nnz: nonzeros owned by each processor.
     nnz_remote: owned nonzeros whose input entry lives on another processor.
@@ -62,7 +63,8 @@ class LayerComm:
 
     def _src_bounds(self) -> np.ndarray:
         """Where each processor's messages start in ``src`` (sorted), and the end."""
-        return np.searchsorted(self.src, np.arange(self.parts + 1))
+        # in src's own type: a wider one would make searchsorted convert all of src
+        return np.searchsorted(self.src, np.arange(self.parts + 1, dtype=self.src.dtype))
 
     def send_words(self) -> np.ndarray:
         total = np.zeros(self.words.size + 1, dtype=np.int64)
@@ -85,12 +87,14 @@ def layer_comm(
     out_owner: np.ndarray,
     parts: int,
     reads: np.ndarray | None = None,
+    local: np.ndarray | None = None,
 ) -> LayerComm:
     """Messages of one layer: ``in_owner`` places ``x^{k-1}``, ``out_owner`` the rows.
 
     reads: the layer's :func:`~simcluster.partition.network.remote_reads` for these
     owners (same ``in_owner`` and rows) where already computed (the random
-    partitioner's cut), else None.
+    partitioner's cut), else None. local: with them, the positions of the nonzeros
+    whose input the row's part owns (in order), else None.
     """
     p = int(parts)
     in_owner = np.asarray(in_owner, dtype=np.int64)
@@ -98,29 +102,33 @@ def layer_comm(
     cols = max(int(layer.cols), 1)
     small = max(cols, p) * p < 1 << 31  # keys fit 32 bits
     dt = np.int32 if small else np.int64
-    r = out_owner.astype(dt)[layer.row_of_nnz]
-    c = in_owner.astype(dt)[layer.indices]
-    remote = c != r
-    local = np.flatnonzero(~remote)  # few: most reads cross parts
+    slots = column_slots(in_owner, p) if small else None
+    if slots is None or reads is None or local is None:
+        r = np.repeat(out_owner.astype(dt), layer.row_nnz)  # the part of every nonzero's row
+        c = in_owner.astype(dt)[layer.indices]
+        remote = c != r
+        local = np.flatnonzero(~remote)  # few: most reads cross parts
     # per part, the nonzeros of its rows: a sum over the rows, not a count over the
     # nonzeros (exact: whole numbers far below 2**53)
     nnz = np.bincount(out_owner, weights=layer.row_nnz, minlength=p).astype(np.int64)
-    nnz_remote = nnz - np.bincount(r[local], minlength=p)
+    local_rows = np.searchsorted(layer.indptr, local, side="right") - 1
+    nnz_remote = nnz - np.bincount(out_owner[local_rows], minlength=p)
     rows = np.bincount(out_owner, minlength=p)
     # a row has a remote nonzero unless all of its nonzeros are local
-    has_remote = np.bincount(layer.row_of_nnz[local], minlength=layer.rows) < layer.row_nnz
+    has_remote = np.bincount(local_rows, minlength=layer.rows) < layer.row_nnz
     rows_remote = np.bincount(out_owner[np.flatnonzero(has_remote)], minlength=p)
     # every (column, reader part) once; a message entry where reader != owner
-    slots = column_slots(in_owner, p) if small else None
     if slots is not None:  # one 32-bit sort, by (owner, reader, column): no second one
         if reads is None:
             reads = remote_reads(layer.indices, r, remote, in_owner, p)
         pairs, words = unique_counts_sorted(reads // np.int32(slots[1]))
         # src from where each owner's pairs start (a 64-bit divmod took several ms)
-        bounds = np.searchsorted(pairs, np.arange(p + 1, dtype=np.int64) * p)
+        # (in pairs' 32 bits: int64 bounds would make searchsorted convert all pairs)
+        bounds = np.searchsorted(pairs, np.arange(p + 1, dtype=np.int32) * np.int32(p))
         counts = np.diff(bounds)
-        src = np.repeat(np.arange(p, dtype=np.int64), counts)
-        dst = (pairs - np.repeat(np.arange(0, p * p, p, dtype=np.int32), counts)).astype(np.int64)
+        src = np.repeat(np.arange(p, dtype=np.int32), counts)
+        dst = src * np.int32(p)  # then pair - src * p, written over it (p * p fits 32 bits)
+        np.subtract(pairs, dst, out=dst)
     elif small:  # 32-bit sorts: (column, reader) once, then by (owner, reader)
         p32 = np.int32(p)
         if reads is None or reads.dtype != dt:
@@ -139,9 +147,9 @@ def layer_comm(
         src, dst = np.divmod(pairs, p)
     return LayerComm(
         parts=p,
-        src=src,
-        dst=dst,
-        words=words.astype(np.int64, copy=False),
+        src=src.astype(np.int32, copy=False),  # ranks and counts fit 32 bits
+        dst=dst.astype(np.int32, copy=False),
+        words=words.astype(np.int32),
         rows=rows,
         nnz=nnz,
         nnz_remote=nnz_remote,
@@ -150,18 +158,26 @@ def layer_comm(
 
 
 def comm_plan(
-    net: SparseDNN, partition: NetworkPartition, reads: list | None = None
+    net: SparseDNN,
+    partition: NetworkPartition,
+    reads: list | None = None,
+    local: list | None = None,
 ) -> list[LayerComm]:
     """:class:`LayerComm` of every layer, ``W^1`` first.
 
-    reads: each layer's remote reads as :func:`partition_network` kept them (its
-    ``reads`` argument) for this partition, or None.
+    reads, local: each layer's remote reads and local nonzeros as
+    :func:`partition_network` kept them (its ``reads`` and ``local`` arguments) for
+    this partition, or None.
     """
     o = partition.owners
-    if not reads or len(reads) != len(net.layers):
-        reads = [None] * len(net.layers)
+    L = len(net.layers)
+    if not reads or len(reads) != L:
+        reads = [None] * L
+    if not local or len(local) != L:
+        local = [None] * L
     return [
-        layer_comm(w, o[k], o[k + 1], partition.parts, reads[k]) for k, w in enumerate(net.layers)
+        layer_comm(w, o[k], o[k + 1], partition.parts, reads[k], local[k])
+        for k, w in enumerate(net.layers)
     ]
 
 

@@ -274,16 +274,23 @@ def remote_reads(
     return unique_sorted(key[remote])
 
 
-def _pin_cut(layer, in_owner: np.ndarray, rows: np.ndarray, parts: int, keep=None) -> int:
+def _pin_cut(
+    layer, in_owner: np.ndarray, rows: np.ndarray, parts: int, keep=None, keep_local=None
+) -> int:
     """:func:`connectivity_cut` of a phase without its hypergraph: every net has its
     fixed vertex, so ``lambda - 1`` counts the parts other than the input's owner
-    that read it (cost 2 each). ``keep``: a list the :func:`remote_reads` go to."""
+    that read it (cost 2 each). ``keep``: a list the :func:`remote_reads` go to;
+    ``keep_local``: one the positions of the other (local) nonzeros go to."""
     dt = np.int32 if int(layer.cols) * int(parts) < 1 << 31 else np.int64
-    reader = rows.astype(dt, copy=False)[layer.row_of_nnz]
+    # the part of every nonzero's row (rows repeated by their nonzeros: no row-of-nonzero
+    # table kept, ~4 MB a layer)
+    reader = np.repeat(rows.astype(dt, copy=False), layer.row_nnz)
     remote = reader != np.asarray(in_owner).astype(dt)[layer.indices]  # a 32-bit gather
     reads = remote_reads(layer.indices, reader, remote, in_owner, parts)
     if keep is not None:
         keep.append(reads)
+    if keep_local is not None:
+        keep_local.append(np.flatnonzero(~remote))
     return NET_COST * int(reads.size)
 
 
@@ -302,13 +309,15 @@ def partition_network(
     progress: Progress | None = None,
     status: bool = True,
     reads: list | None = None,
+    local: list | None = None,
 ) -> NetworkPartition:
     """Partition every layer of ``net`` into ``parts`` (section-5 model, or random).
 
     ``status``: progress on stderr (a self-overwriting line on a terminal, else a
     plain line every 30 s; see :class:`_StatusLine`). ``reads``: a list that gets
     each layer's :func:`remote_reads` where the random backend computes them (its
-    cut), for :func:`~simcluster.partition.comm.comm_plan` to reuse.
+    cut), for :func:`~simcluster.partition.comm.comm_plan` to reuse; ``local``: one
+    that gets each layer's local nonzeros there (positions, see ``comm_plan``).
     """
     if backend not in BACKENDS:
         from simcluster.errors import UnknownNameError
@@ -359,7 +368,7 @@ def partition_network(
                 prev = even_random_parts(layer.cols, parts, rng_in)
                 owners.append(prev)
             phase_s.append(time.perf_counter() - t0)
-            cut.append(_pin_cut(layer, prev, rows, parts, reads))
+            cut.append(_pin_cut(layer, prev, rows, parts, reads, local))
             owners.append(rows)
             prev = rows
             if progress:

@@ -149,7 +149,9 @@ def partition_for(
     key = _key(o, parts, seed)
     hit = _PARTS.get(key)
     if hit is None:
-        reads: list = []  # the random backend's remote reads, reused by comm_plan
+        # the random backend's remote reads and local nonzeros, reused by comm_plan
+        reads: list = []
+        local: list = []
         part = partition_network(
             net,
             parts,
@@ -164,9 +166,10 @@ def partition_for(
             progress=progress,
             status=status,
             reads=reads,
+            local=local,
         )
-        plan = comm_plan(net, part, reads)
-        del reads
+        plan = comm_plan(net, part, reads, local)
+        del reads, local
         hit = (part, plan, table1_metrics(plan, part))
         if len(_PARTS) >= 16:
             _PARTS.pop(next(iter(_PARTS)))
@@ -282,16 +285,46 @@ class _NodePairs:
         return Groups(self.table[keys].tolist(), flat)
 
 
+class _Scratch:
+    """Work arrays reused from layer to layer (views of the first ``n`` entries of one
+    array per name, grown as needed): a layer's passes over its ~half a million
+    messages then write into memory already touched instead of fresh pages."""
+
+    def __init__(self) -> None:
+        self._arrays: dict[str, np.ndarray] = {}
+
+    def get(self, name: str, n: int, dtype) -> np.ndarray:
+        a = self._arrays.get(name)
+        if a is None or a.size < n or a.dtype != dtype:
+            a = self._arrays[name] = np.empty(max(n, 1), dtype=dtype)
+        return a[:n]
+
+
 def _exchange(
-    lc: LayerComm, node: np.ndarray, pairs: _NodePairs, cost: _Costs, wire: int
+    lc: LayerComm,
+    node: np.ndarray,
+    pairs: _NodePairs,
+    cost: _Costs,
+    wire: int,
+    scratch: _Scratch | None = None,
 ) -> _Exchange:
     P, wb = lc.parts, cost.wb
-    words = lc.words
-    src_node, dst_node = node[lc.src], node[lc.dst]
-    inter = src_node != dst_node
-    intra = np.flatnonzero(~inter)
+    n = lc.words.size
+    scratch = _Scratch() if scratch is None else scratch
+    # the 32-bit message arrays as intp, once: indexing and bincount would convert
+    # them into fresh arrays at every use
+    src = scratch.get("src", n, np.intp)
+    dst = scratch.get("dst", n, np.intp)
+    words = scratch.get("words", n, np.intp)
+    np.copyto(src, lc.src)
+    np.copyto(dst, lc.dst)
+    np.copyto(words, lc.words)
+    # every index is in range: "clip" only spares ``take`` buffering its output
+    src_node = np.take(node, src, out=scratch.get("src_node", n, node.dtype), mode="clip")
+    dst_node = np.take(node, dst, out=scratch.get("dst_node", n, node.dtype), mode="clip")
+    intra = np.flatnonzero(np.equal(src_node, dst_node, out=scratch.get("intra", n, bool)))
     # message sizes repeat: price each distinct size once, then look them up by size
-    sizes = np.flatnonzero(np.bincount(words)) if words.size else words
+    sizes = np.flatnonzero(np.bincount(words)) if n else words
     top = int(sizes[-1]) + 1 if sizes.size else 1
     gather = cost.elementwise(sizes, 2 * wb + 4)  # read value + index, write buffer
     shm = cost.elementwise(sizes, 2 * wb)  # a copy through shared memory (intra-node)
@@ -299,18 +332,23 @@ def _exchange(
     lut[0, sizes] = gather + 0.0  # inter-node: the gather
     lut[1, sizes] = gather + shm  # intra-node: gather + copy
     lut[2, sizes] = cost.elementwise(sizes, 3 * wb + 4)  # read buffer, add into s, index
-    pack = lut[0][words]
+    pack = np.take(lut[0], words, out=scratch.get("pack", n, np.float64), mode="clip")
     pack[intra] = lut[1][words[intra]]
-    scatter = lut[2][words]
+    scatter = np.take(lut[2], words, out=scratch.get("scatter", n, np.float64), mode="clip")
 
     def per_rank(who: np.ndarray, t: np.ndarray) -> np.ndarray:
         return np.bincount(who, weights=t, minlength=P) if t.size else np.zeros(P)
 
     width = pairs.width
-    n_inter = words.size - intra.size
+    n_inter = n - intra.size
     if n_inter and width * width <= 2 * n_inter + (1 << 12):  # node pairs by bincount
-        code = src_node * width + dst_node  # intra-node messages on the diagonal
-        total = np.bincount(code, weights=words, minlength=width * width)
+        # intra-node messages on the diagonal; codes and weights in the types bincount
+        # works in (it would convert them into fresh arrays); whole numbers: exact sums
+        code = np.multiply(src_node, width, out=scratch.get("code", n, np.intp), dtype=np.intp)
+        np.add(code, dst_node, out=code)
+        weights = scratch.get("weights", n, np.float64)
+        np.copyto(weights, words)
+        total = np.bincount(code, weights=weights, minlength=width * width)
         total[:: width + 1] = 0
         # a node pair with messages has words (every message has >= 1)
         keys = np.flatnonzero(total if sizes[0] > 0 else np.bincount(code, minlength=total.size))
@@ -318,6 +356,7 @@ def _exchange(
             keys = keys[keys % (width + 1) != 0]
         nbytes = total[keys] * wire
     else:
+        inter = src_node != dst_node
         keys, inv = unique_inverse((src_node * width + dst_node)[inter])
         nbytes = np.bincount(inv, weights=words[inter]) * wire if keys.size else np.zeros(0)
     mean = float(nbytes.mean()) if nbytes.size else 0.0
@@ -326,10 +365,10 @@ def _exchange(
         forward=CollectiveCall("p2p", pairs(keys), mean, "direct"),
         backward=CollectiveCall("p2p", pairs(back_keys), mean, "direct"),
         sends=lc.send_messages() > 0,
-        recvs=np.bincount(lc.dst, minlength=P) > 0,
-        pack=per_rank(lc.src, pack),
-        back_pack=per_rank(lc.dst, pack),
-        combine=per_rank(lc.src, scatter),
+        recvs=np.bincount(dst, minlength=P) > 0,
+        pack=per_rank(src, pack),
+        back_pack=per_rank(dst, pack),
+        combine=per_rank(src, scatter),
     )
 
 
@@ -459,7 +498,9 @@ class SpMV(Schedule):
         pairs = _NodePairs(rep)
         if pairs.width * pairs.width < 1 << 31:  # node-pair codes fit 32 bits: half the bytes
             node = node.astype(np.int32)
-        ex = [_exchange(lc, node, pairs, cost, ctx.batch * wb) for lc in plan]
+        scratch = _Scratch()
+        ex = [_exchange(lc, node, pairs, cost, ctx.batch * wb, scratch) for lc in plan]
+        del scratch
         slots = _Slots(P)
 
         for k in range(1, L + 1):  # SpFF
