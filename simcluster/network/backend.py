@@ -39,6 +39,9 @@ __all__ = [
 ]
 
 _REL_DONE = 1e-9  # a flow whose remaining bytes fall below this fraction is done
+#: fewest live flows for which a table keeps its sorted order (:class:`_Order`): below
+#: it a wake-up's scan of the table is cheaper than building and reading the order
+_ORDER_MIN_FLOWS = 512
 
 
 def _as_batch(flows: FlowBatch | Sequence[FlowSpec]) -> FlowBatch:
@@ -199,11 +202,13 @@ class _FlowTable:
     def order(self, build: bool = False) -> _Order | None:
         """The live flows sorted by ``tslack``, ``tdone`` and rate, if built for
         this epoch. ``build``: build it if the last call with ``build`` saw this
-        epoch too (a table whose rates change at every wake-up is scanned instead).
+        epoch too (a table whose rates change at every wake-up is scanned instead)
+        and at least :data:`_ORDER_MIN_FLOWS` flows live. What is read from it is
+        what a scan finds (in another order, which no caller depends on).
         """
         if self._order is not None and self._order.epoch == self.epoch:
             return self._order
-        if not build:
+        if not build or self.num_alive < _ORDER_MIN_FLOWS:
             return None
         if self._order_wanted != self.epoch:
             self._order_wanted = self.epoch
