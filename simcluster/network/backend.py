@@ -238,12 +238,8 @@ class _FlowTable:
         else:  # an idle network (most arrivals): the same empty arrays without the gathers
             links, kept_lens, kept = self.links[:0], self.nlinks[:0], self.owner[:0]
             rem, kept_size = self.rem[:0], self.size[:0]
-        new_flow, new_links = batch.entry_flow, batch.entry_link
-        if new_flow.size > 1 and not bool(np.all(new_flow[1:] >= new_flow[:-1])):
-            order = np.argsort(new_flow, kind="stable")
-            new_flow, new_links = new_flow[order], new_links[order]
+        new_links, lens_new = batch.by_flow()
         n_new = batch.num_flows
-        lens_new = np.bincount(new_flow, minlength=n_new)
         lens = np.concatenate([kept_lens, lens_new])
         self.links = np.concatenate([links, new_links])
         self.ptr = np.cumsum(lens) - lens
@@ -319,9 +315,7 @@ class MaxMinNetwork(NetworkBackend):
 
     # -- internals ------------------------------------------------------------
     def _start(self, batch: FlowBatch, owner: _Owner) -> None:
-        has_links = np.zeros(batch.num_flows, dtype=bool)
-        has_links[batch.entry_flow] = True
-        moving = has_links & (batch.nbytes > 0)
+        moving = (batch.by_flow()[1] > 0) & (batch.nbytes > 0)  # has links and bytes
         instant = int(batch.num_flows - moving.sum())
         if instant:
             owner.finish(instant)
