@@ -270,8 +270,11 @@ def _envelope(ctx: CommContext, batch: FlowBatch) -> tuple[np.ndarray, np.ndarra
             values, group = np.unique(lat, return_inverse=True)
         if values.size * 64 < lat.size:
             order = np.lexsort((per_byte, group))  # by group, then seconds per byte
-            last = np.flatnonzero(np.r_[group[order][1:] != group[order][:-1], True])
-            keep = order[last]
+            if values.size == 1:  # one group: its last flow
+                keep = order[-1:]
+            else:
+                last = np.flatnonzero(np.r_[group[order][1:] != group[order][:-1], True])
+                keep = order[last]
         else:
             keep = np.arange(lat.size)
         hit = (lat[keep].copy(), batch.nbytes[keep].copy(), rates[keep].copy())
