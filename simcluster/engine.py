@@ -223,32 +223,34 @@ class Engine:
         def stream_proc(cls: RankClass, ops: list[tuple[Op, tuple[str, ...]]], done: dict):
             # ``t``: when this stream is free. Compute ops advance it without
             # events; only collectives and waits on other streams meet the clock.
-            t = env.now
+            t = now = env.now  # ``now`` changes only across a yield
             name = cls.name
+            append = rows.append
             for op, waits in ops:
                 for d in waits:
                     ev = done[d]
                     if ev.callbacks is not None:  # not yet processed
                         yield ev
-                start = max(t, env.now)
-                if op.is_collective:
-                    if start > env.now:
-                        yield env.timeout(start - env.now)
+                        now = env.now
+                start = max(t, now)
+                if op.call is not None:  # a collective
+                    if start > now:
+                        yield env.timeout(start - now)
                     r = rdv[op.id]
                     r.arrived += 1
                     if r.arrived == r.expected:
                         env.process(run_collective(r))
                     yield r.done
-                    t = env.now
-                    rows.append((name, op.stream, op.id, op.category, start, t, op.call.nbytes, ""))
+                    t = now = env.now
+                    append((name, op.stream, op.id, op.category, start, t, op.call.nbytes, ""))
                     continue
                 t = start + op.duration
-                rows.append((name, op.stream, op.id, op.category, start, t, 0.0, ""))
+                append((name, op.stream, op.id, op.category, start, t, 0.0, ""))
                 ev = done.get(op.id)
                 if ev is not None:  # another stream waits for this op: fire it at t
                     _succeed_at(env, ev, t)
-            if t > env.now:
-                yield env.timeout(t - env.now)
+            if t > now:
+                yield env.timeout(t - now)
             finished[0] += 1
 
         # folded classes: per-rank end of ops others wait for, by (class, op id)

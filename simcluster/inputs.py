@@ -28,6 +28,7 @@ import json
 import math
 import os
 import re
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -130,11 +131,12 @@ def read_text(path: str | Path, what: str = "file") -> str:
     p = Path(path)
     file = str(p)
     try:
-        if p.is_dir():
+        st = os.stat(file)  # once: is_dir, exists, is_file and stat each asked again
+        if stat.S_ISDIR(st.st_mode):
             raise ConfigError(file, "<root>", file, f"is a folder, not a {what}")
-        if p.exists() and not p.is_file():  # a FIFO or device would block or never end
+        if not stat.S_ISREG(st.st_mode):  # a FIFO or device would block or never end
             raise ConfigError(file, "<root>", file, f"not a regular file, so not a {what}")
-        size = p.stat().st_size
+        size = st.st_size
         if size > MAX_BYTES:
             raise ConfigError(
                 file, "<root>", f"{size} bytes", f"{what} too large", f"at most {MAX_BYTES} bytes"
@@ -290,6 +292,32 @@ def load_json(path: str | Path, what: str = "JSON file") -> Any:
 
 def check_tree(data: Any, file: str | None, prefix: tuple[Any, ...] = ()) -> None:
     """Refuse non-finite floats and nesting deeper than :data:`MAX_DEPTH` in parsed data."""
+    if not _tree_ok(data):
+        _refuse_tree(data, file, prefix)
+
+
+def _tree_ok(data: Any) -> bool:
+    """True when :func:`_refuse_tree` would find nothing: the same walk without the paths
+    (building a path for every value cost more than the checks)."""
+    budget = MAX_NODES
+    todo: list[tuple[Any, int]] = [(data, 0)]
+    while todo:
+        value, depth = todo.pop()
+        budget -= 1
+        if budget < 0 or depth > MAX_DEPTH:
+            return False
+        if isinstance(value, float):
+            if not math.isfinite(value):
+                return False
+        elif isinstance(value, dict):
+            todo.extend((v, depth + 1) for v in value.values())
+        elif isinstance(value, list | tuple):
+            todo.extend((v, depth + 1) for v in value)
+    return True
+
+
+def _refuse_tree(data: Any, file: str | None, prefix: tuple[Any, ...]) -> None:
+    """:func:`check_tree`'s walk with every value's path, raising at the first problem."""
     from simcluster.errors import format_path
 
     budget = [MAX_NODES]

@@ -134,18 +134,47 @@ class Op:
         return self.call is not None
 
 
+_new = object.__new__
+#: setters of Op's slots in field order: :func:`_op` fills them the way the frozen
+#: dataclass's generated ``__init__`` does (``object.__setattr__``), at about 40 % of
+#: its cost (a program has thousands of ops; ``tests/test_schedules.py`` checks it)
+_OP_SLOTS = tuple(
+    Op.__dict__[name].__set__ for name in ("id", "stream", "duration", "deps", "call", "category")
+)
+
+
+def _op(
+    id: str,
+    stream: str,
+    duration: float,
+    deps: tuple[str, ...],
+    call: CollectiveCall | None,
+    category: str,
+) -> Op:
+    """``Op(id, stream, duration, deps, call, category)``, without the generated ``__init__``."""
+    op = _new(Op)
+    s_id, s_stream, s_duration, s_deps, s_call, s_category = _OP_SLOTS
+    s_id(op, id)
+    s_stream(op, stream)
+    s_duration(op, duration)
+    s_deps(op, deps)
+    s_call(op, call)
+    s_category(op, category)
+    return op
+
+
 def compute(
     id: str, duration: float, category: str, deps: Sequence[str] = (), stream: str = "compute"
 ) -> Op:
     """A kernel (or copy, or CPU task) of ``duration`` seconds."""
-    return Op(id=id, stream=stream, duration=float(duration), deps=tuple(deps), category=category)
+    return _op(id, stream, float(duration), tuple(deps), None, category)
 
 
 def collective(
     id: str, call: CollectiveCall, category: str, deps: Sequence[str] = (), stream: str = "comm"
 ) -> Op:
     """A collective on ``call.groups``, run on ``stream``."""
-    return Op(id=id, stream=stream, deps=tuple(deps), call=call, category=category)
+    return _op(id, stream, 0.0, tuple(deps), call, category)
 
 
 @dataclass

@@ -21,14 +21,14 @@ from simcluster.engine import Engine, Trace
 from simcluster.network.transport import with_transport
 from simcluster.program import CollectiveCall, RankClass
 from simcluster.schedules import BuildContext
-from simcluster.topology import load_topology
+from simcluster.topology import load_topology, topology_ranks_per_node
 
 __all__ = ["Simulation", "nodes_for"]
 
 
 def nodes_for(topology: str, gpus: int) -> int:
     """Nodes of ``topology`` that ``gpus`` ranks fill (the last one may be partial)."""
-    return math.ceil(gpus / load_topology(topology, num_nodes=1).ranks_per_node)
+    return math.ceil(gpus / topology_ranks_per_node(topology))
 
 
 @dataclass

@@ -287,3 +287,24 @@ def test_every_schedule_runs_through_the_study():
     for r in result.records:
         assert r["time_to_train_s"] > 0 and r["throughput_samples_per_s"] > 0
         assert all(v >= 0 for v in r["breakdown_s"].values())
+
+
+def test_op_constructors_fill_every_field_of_the_dataclass():
+    """compute() / collective() set Op's slots directly (faster than its generated
+    __init__): each op must equal the dataclass-built one, field by field, and stay
+    frozen; a field added to Op and not set there fails here."""
+    from dataclasses import FrozenInstanceError, fields
+
+    from simcluster.program import CollectiveCall, Op, collective, compute
+
+    c = compute("a", 2, "forward", ["x"], "cpu")
+    assert c == Op(id="a", stream="cpu", duration=2.0, deps=("x",), category="forward")
+    assert type(c.duration) is float and type(c.deps) is tuple
+    call = CollectiveCall("allreduce", ((0, 1),), 8.0)
+    k = collective("b", call, "allreduce", ("a",))
+    assert k == Op(id="b", stream="comm", deps=("a",), call=call, category="allreduce")
+    for op in (c, k):
+        assert all(hasattr(op, f.name) for f in fields(Op))
+        assert hash(op) == hash(Op(**{f.name: getattr(op, f.name) for f in fields(Op)}))
+    with pytest.raises(FrozenInstanceError):
+        c.id = "z"  # type: ignore[misc]

@@ -49,15 +49,20 @@ def _fastest(ctx: CommContext) -> tuple[float, float]:
     return hit
 
 
-def _latencies(ps: list, fam: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per protocol of ``ps``, for algorithm family ``fam``: (the smaller of the
-    NVLink and PCIe step latencies, the network step latency, the base
-    latency), seconds."""
-    nv = np.array([p.hop(fam, "nvlink") for p in ps])
-    pc = np.array([p.hop(fam, "pcie") for p in ps])
-    net = np.array([p.hop(fam, "net") for p in ps])
-    base = np.array([p.base_latency_s[fam] for p in ps])
-    return np.minimum(nv, pc), net, base
+def _latencies(ctx: CommContext, fam: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per protocol of ``ctx.protocols``, for algorithm family ``fam``: (the smaller of
+    the NVLink and PCIe step latencies, the network step latency, the base
+    latency), seconds; cached per context."""
+    key = ("bound_latencies", fam)
+    hit = ctx.shapes.get(key)
+    if hit is None:
+        ps = list(ctx.protocols.values())
+        nv = np.array([p.hop(fam, "nvlink") for p in ps])
+        pc = np.array([p.hop(fam, "pcie") for p in ps])
+        net = np.array([p.hop(fam, "net") for p in ps])
+        base = np.array([p.base_latency_s[fam] for p in ps])
+        hit = ctx.shapes[key] = (np.minimum(nv, pc), net, base)
+    return hit
 
 
 def _steps(op: str, p: int) -> int:
@@ -76,8 +81,16 @@ def ring(ctx: CommContext, call: CollectiveCall) -> np.ndarray | None:
     """
     if not ctx.protocols:
         return None
+    key = ("ring_bound", call.op, call.groups)  # it reads neither the size nor the root
+    hit = ctx.shapes.get(key)
+    if hit is None:
+        hit = ctx.shapes[key] = _ring(ctx, call)
+    return hit
+
+
+def _ring(ctx: CommContext, call: CollectiveCall) -> np.ndarray:
     ps = list(ctx.protocols.values())
-    lo, net, base = _latencies(ps, family_of("ring"))
+    lo, net, base = _latencies(ctx, family_of("ring"))
     over = np.array([p.net_overhead_s for p in ps])
     best = np.zeros(len(ps))
     for g in call.groups:
@@ -115,12 +128,16 @@ def tree(ctx: CommContext, call: CollectiveCall) -> np.ndarray | None:
     """
     if not ctx.protocols or call.op != "allreduce":
         return None
-    ps = list(ctx.protocols.values())
     fam = family_of("tree")
-    lo, net, base = _latencies(ps, fam)
-    wire = np.array([1.0 / p.bandwidth_fraction[fam] for p in ps])
+    lo, net, base = _latencies(ctx, fam)
+    wire = ctx.shapes.get(("bound_wire", fam))
+    if wire is None:
+        ps = ctx.protocols.values()
+        wire = ctx.shapes[("bound_wire", fam)] = np.array(
+            [1.0 / p.bandwidth_fraction[fam] for p in ps]
+        )
     c_inter, c_any = _fastest(ctx)
-    phase = np.zeros(len(ps))
+    phase = np.zeros(len(ctx.protocols))
     for g in call.groups:
         if len(g) < 2:
             continue

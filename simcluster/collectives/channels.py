@@ -96,14 +96,15 @@ def node_rings(template) -> list[list[int]]:
     load: dict[tuple[int, int], int] = {}
     chosen: list[list[int]] = []
     times: list[float] = []
+    ring_edges = [edges(order) for order in directed]  # listed once, read every round
     while len(chosen) < MAX_RINGS:
         pick, pick_score = None, (float("inf"), float("inf"))
         k = len(chosen) + 1
-        for order in directed:
-            for e in edges(order):
+        for order, es in zip(directed, ring_edges, strict=True):
+            for e in es:
                 load[e] = load.get(e, 0) + 1
             s = score(load, k)
-            for e in edges(order):
+            for e in es:
                 load[e] -= 1
             if s[0] < pick_score[0] * (1 - 1e-9) or (
                 s[0] <= pick_score[0] * (1 + 1e-9) and s[1] < pick_score[1] * (1 - 1e-9)
@@ -116,8 +117,8 @@ def node_rings(template) -> list[list[int]]:
     candidates = [(times[i], i + 1, chosen[: i + 1]) for i in range(len(chosen))]
     if len(directed) <= MAX_RINGS:  # every NVLink ring, each once
         every: dict[tuple[int, int], int] = {}
-        for order in directed:
-            for e in edges(order):
+        for es in ring_edges:
+            for e in es:
                 every[e] = every.get(e, 0) + 1
         candidates.append((score(every, len(directed))[0], len(directed), directed))
     best = min(candidates, key=lambda c: (c[0] * (1 + 1e-9), c[1]))

@@ -15,6 +15,7 @@ shape (``bounds.py``) exceeds the best estimate is not lowered.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import numpy as np
@@ -263,16 +264,57 @@ def _envelope(ctx: CommContext, batch: FlowBatch) -> tuple[np.ndarray, np.ndarra
         lat = np.broadcast_to(np.asarray(batch.latency, dtype=np.float64), rates.shape)
         with np.errstate(divide="ignore", invalid="ignore"):
             per_byte = np.where(batch.nbytes > 0, batch.nbytes / rates, 0.0)
-        values, group = np.unique(lat, return_inverse=True)
+        if lat.size and lat[0] == lat[-1] and bool((lat == lat[0]).all()):
+            values, group = lat[:1], np.zeros(lat.size, dtype=np.intp)  # np.unique's answer
+        else:
+            values, group = np.unique(lat, return_inverse=True)
         if values.size * 64 < lat.size:
             order = np.lexsort((per_byte, group))  # by group, then seconds per byte
-            last = np.flatnonzero(np.r_[group[order][1:] != group[order][:-1], True])
-            keep = order[last]
+            if values.size == 1:  # one group: its last flow
+                keep = order[-1:]
+            else:
+                last = np.flatnonzero(np.r_[group[order][1:] != group[order][:-1], True])
+                keep = order[last]
         else:
             keep = np.arange(lat.size)
         hit = (lat[keep].copy(), batch.nbytes[keep].copy(), rates[keep].copy())
         batch._cache[key] = hit
     return hit
+
+
+#: envelopes of at most this many flows are estimated in Python floats
+_FEW = 8
+
+
+def _envelope_rows(ctx: CommContext, batch: FlowBatch) -> list[tuple[float, float, float]] | None:
+    """:func:`_envelope` as (latency, unit bytes, rate) rows when it has at most
+    :data:`_FEW` flows (numpy's fixed cost per call outweighs the arithmetic), else None.
+    Cached."""
+    key = ("envelope_rows", id(ctx.capacity), id(batch))
+    hit = batch._cache.get(key, False)
+    if hit is False:
+        lat, unit, rates = _envelope(ctx, batch)
+        rows = list(zip(lat.tolist(), unit.tolist(), rates.tolist(), strict=True))
+        hit = batch._cache[key] = rows if len(rows) <= _FEW else None
+    return hit
+
+
+def _slowest(rows: list[tuple[float, float, float]], nbytes: float) -> float:
+    """``max(latency + nbytes x unit / rate)`` over ``rows`` (0 s to move 0 bytes), the
+    same IEEE operations as the array form in :func:`_estimate_shape` (a zero rate
+    gives inf, a NaN anywhere gives NaN, as numpy's do)."""
+    best = -math.inf
+    for lat, unit, rate in rows:
+        b = unit * nbytes
+        if b > 0:
+            t = lat + (b / rate if rate != 0 else math.inf)
+        else:
+            t = lat + 0.0
+        if t != t:
+            return math.nan
+        if t > best:
+            best = t
+    return best
 
 
 def _estimate_shape(
@@ -284,6 +326,10 @@ def _estimate_shape(
     total = 0.0
     for b in _shape(ctx, call, name, protocol):
         if b.num_flows == 0:
+            continue
+        rows = _envelope_rows(ctx, b)
+        if rows is not None:
+            total += _slowest(rows, call.nbytes)
             continue
         lat, unit, rates = _envelope(ctx, b)
         nbytes = unit * call.nbytes

@@ -75,21 +75,27 @@ def list_network_profiles() -> list[str]:
 
 
 def _resolve(
-    name_or_path: str, folder: Path, kind: str, known: list[str], path: str | None = None
+    name_or_path: str,
+    folder: Path,
+    kind: str,
+    known: Callable[[], list[str]],
+    path: str | None = None,
 ) -> Path:
+    """The file of ``name_or_path``: a ``.json`` path, else ``folder/<name>.json``;
+    else an UnknownNameError listing ``known()`` (the folder is listed only then)."""
     p = Path(name_or_path)
     if p.suffix == ".json" and is_file(p):
         return p
     candidate = folder / f"{name_or_path}.json"
     if is_file(candidate):
         return candidate
-    raise UnknownNameError(kind, name_or_path, known, path=path)
+    raise UnknownNameError(kind, name_or_path, known(), path=path)
 
 
 def profile_path(name_or_path: str, flag: str | None = None) -> Path:
     """The file of a device profile (name or path); an unknown one is an UnknownNameError
     naming ``flag`` (``--from``) when given."""
-    return _resolve(name_or_path, profiles_dir(), "profile", list_profiles(), flag)
+    return _resolve(name_or_path, profiles_dir(), "profile", list_profiles, flag)
 
 
 def _read(path: Path) -> dict[str, Any]:
@@ -174,12 +180,12 @@ def _check_fit_record(prov: dict[str, Any], path: Path) -> None:
 def read_profile_data(name_or_path: str) -> dict[str, Any]:
     """A device profile's JSON as written (samples included), checked like
     :func:`load_profile` checks it."""
-    return _read(_resolve(name_or_path, profiles_dir(), "profile", list_profiles()))
+    return _read(_resolve(name_or_path, profiles_dir(), "profile", list_profiles))
 
 
 def load_profile(name_or_path: str) -> DeviceProfile:
     """A device profile by name (``v100-sxm2-32gb``) or path to a JSON file."""
-    path = _resolve(name_or_path, profiles_dir(), "profile", list_profiles())
+    path = _resolve(name_or_path, profiles_dir(), "profile", list_profiles)
     data = _read(path)
     if "device" not in data:
         raise ConfigError(str(path), "device", None, "missing field")
@@ -215,9 +221,7 @@ PROFILE_KINDS.add("derived", _load_measured)
 
 def load_network_profile(name_or_path: str) -> NetworkProfile:
     """A network profile by name (``nccl-spec``) or path to a JSON file."""
-    path = _resolve(
-        name_or_path, network_profiles_dir(), "network profile", list_network_profiles()
-    )
+    path = _resolve(name_or_path, network_profiles_dir(), "network profile", list_network_profiles)
     data = _read(path)
     if "network" not in data:
         raise ConfigError(str(path), "network.per_message_overhead_s", None, "missing field")

@@ -185,6 +185,10 @@ class SpecProfile(DeviceProfile):
             key: (tuple(map(float, t["numel"])), tuple(map(float, t["seconds"])))
             for key, t in data.get("sparsify_measured", {}).items()
         }
+        # per (op class, variant, precision): what layer_time reads of the above
+        self._layer_terms: dict[
+            tuple[str, str | None, str], tuple[int, int, bool, float | None]
+        ] = {}
 
     def precision_problem(self, precision: str) -> str | None:
         if precision not in PRECISIONS:
@@ -210,6 +214,22 @@ class SpecProfile(DeviceProfile):
         t_mem = nbytes / (self.memory_bandwidth * self.memory_efficiency)
         return self.launch_overhead + max(t_math, t_mem)
 
+    def _terms(
+        self, op: str, variant: str | None, precision: str
+    ) -> tuple[int, int, bool, float | None]:
+        """(activation bytes, weight bytes, autocast?, math FLOP/s = peak x efficiency, None
+        without the peak) of an op class under ``precision``; worked out once per profile."""
+        key = (op, variant, precision)
+        hit = self._layer_terms.get(key)
+        if hit is None:
+            a = activation_bytes(precision, op, variant)
+            amp = is_amp(precision)
+            w = a if peak_key(precision, op) != "fp32" and amp else 4
+            eff = self.efficiency.get(op, self.efficiency.get("default", 0.5))
+            peak = self.peak_flops.get(peak_key(precision, op))
+            hit = self._layer_terms[key] = (a, w, amp, None if peak is None else peak * eff)
+        return hit
+
     def layer_time(self, layer, batch: int, precision: str, pass_: str) -> float:
         """Roofline time of one pass; under autocast plus the casts autocast adds.
 
@@ -217,23 +237,36 @@ class SpecProfile(DeviceProfile):
         fp32 -> half in every forward (read 4 B, write 2 B per weight); an op autocast
         runs in fp32 (layer norm) casts its half input up (read 2 B, write 4 B per input
         element) in forward and its input gradient back down in backward.
+
+        The arithmetic is :meth:`_roofline`'s, with the per-op-class terms of
+        :meth:`_terms` (the same products, so the same bits).
         """
         if pass_ not in PASSES:
             raise ValueError(f"pass must be one of {PASSES}, got {pass_!r}")
-        variant = layer.shape.get("kind") if layer.op == "norm" else None
-        a = activation_bytes(precision, layer.op, variant)
-        w = a if peak_key(precision, layer.op) != "fp32" and is_amp(precision) else 4
+        op = layer.op
+        a, w, amp, math_rate = self._terms(
+            op, layer.shape.get("kind") if op == "norm" else None, precision
+        )
+        params = layer.params
         if pass_ == "bwd_weight":
-            if layer.params == 0:
+            if params == 0:
                 return 0.0
             # reads input and output gradient, writes the weight gradient (fp32)
-            nbytes = (layer.in_elems + layer.out_elems) * batch * a + layer.params * 4
+            nbytes = (layer.in_elems + layer.out_elems) * batch * a + params * 4
         else:
-            nbytes = (layer.in_elems + layer.out_elems) * batch * a + layer.params * w
-        t = self._roofline(layer.flops * batch, nbytes, layer.op, precision)
-        if is_amp(precision):
-            if pass_ == "fwd" and w == 2 and layer.params:
-                t += self.elementwise_time(6 * layer.params)
+            nbytes = (layer.in_elems + layer.out_elems) * batch * a + params * w
+        flops = layer.flops * batch
+        if flops > 0:
+            if math_rate is None:
+                raise ValueError(self.precision_problem(precision) or peak_key(precision, op))
+            t_math = flops / math_rate
+        else:
+            t_math = 0.0
+        t_mem = nbytes / (self.memory_bandwidth * self.memory_efficiency)
+        t = self.launch_overhead + (t_mem if t_mem > t_math else t_math)  # max(t_math, t_mem)
+        if amp:
+            if pass_ == "fwd" and w == 2 and params:
+                t += self.elementwise_time(6 * params)
             if a == 4 and pass_ in ("fwd", "bwd_input"):
                 t += self.elementwise_time(6 * layer.in_elems * batch)
         return t

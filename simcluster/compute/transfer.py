@@ -230,7 +230,7 @@ def load_spec(name_or_path: str) -> tuple[DeviceSpec, str]:
     from simcluster.compute.loader import _read, _resolve, list_profiles
     from simcluster.paths import profiles_dir
 
-    path = _resolve(name_or_path, profiles_dir(), "profile", list_profiles())
+    path = _resolve(name_or_path, profiles_dir(), "profile", list_profiles)
     data = _read(path)
     if data["kind"] != "spec":
         raise ConfigError(
@@ -595,7 +595,7 @@ def derive_profile(
     from simcluster.compute.loader import _read, _resolve, list_profiles
     from simcluster.paths import profiles_dir
 
-    path = _resolve(measured_path, profiles_dir(), "profile", list_profiles())
+    path = _resolve(measured_path, profiles_dir(), "profile", list_profiles)
     data = _read(path)
     src_spec_name = source_spec or data.get("device", {}).get("spec_profile")
     if src_spec_name:

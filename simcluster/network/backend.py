@@ -39,6 +39,9 @@ __all__ = [
 ]
 
 _REL_DONE = 1e-9  # a flow whose remaining bytes fall below this fraction is done
+#: fewest live flows for which a table keeps its sorted order (:class:`_Order`): below
+#: it a wake-up's scan of the table is cheaper than building and reading the order
+_ORDER_MIN_FLOWS = 512
 
 
 def _as_batch(flows: FlowBatch | Sequence[FlowSpec]) -> FlowBatch:
@@ -199,11 +202,13 @@ class _FlowTable:
     def order(self, build: bool = False) -> _Order | None:
         """The live flows sorted by ``tslack``, ``tdone`` and rate, if built for
         this epoch. ``build``: build it if the last call with ``build`` saw this
-        epoch too (a table whose rates change at every wake-up is scanned instead).
+        epoch too (a table whose rates change at every wake-up is scanned instead)
+        and at least :data:`_ORDER_MIN_FLOWS` flows live. What is read from it is
+        what a scan finds (in another order, which no caller depends on).
         """
         if self._order is not None and self._order.epoch == self.epoch:
             return self._order
-        if not build:
+        if not build or self.num_alive < _ORDER_MIN_FLOWS:
             return None
         if self._order_wanted != self.epoch:
             self._order_wanted = self.epoch
@@ -226,23 +231,23 @@ class _FlowTable:
     def compact_and_add(self, batch: FlowBatch, owner: int, now: float) -> None:
         """Drop ended flows, bring the live ones' ``rem`` to ``now``, append ``batch``."""
         keep = np.flatnonzero(self.alive)
-        local, links = self.entries(keep)
-        new_flow, new_links = batch.entry_flow, batch.entry_link
-        if new_flow.size > 1 and not bool(np.all(new_flow[1:] >= new_flow[:-1])):
-            order = np.argsort(new_flow, kind="stable")
-            new_flow, new_links = new_flow[order], new_links[order]
+        if keep.size:
+            links = self.entries(keep)[1]
+            kept_lens, kept_size, kept = self.nlinks[keep], self.size[keep], self.owner[keep]
+            rem = self.rem[keep] - self.rate[keep] * (now - self.tref[keep])
+        else:  # an idle network (most arrivals): the same empty arrays without the gathers
+            links, kept_lens, kept = self.links[:0], self.nlinks[:0], self.owner[:0]
+            rem, kept_size = self.rem[:0], self.size[:0]
+        new_links, lens_new = batch.by_flow()
         n_new = batch.num_flows
-        lens_new = np.bincount(new_flow, minlength=n_new)
-        lens = np.concatenate([self.nlinks[keep], lens_new])
+        lens = np.concatenate([kept_lens, lens_new])
         self.links = np.concatenate([links, new_links])
         self.ptr = np.cumsum(lens) - lens
         self.nlinks = lens
-        rem = self.rem[keep] - self.rate[keep] * (now - self.tref[keep])
         size = batch.nbytes.astype(np.float64)
         self.rem = np.concatenate([rem, size])
-        self.size = np.concatenate([self.size[keep], size])
-        kept = self.owner[keep]
-        self.sole_owner = owner if bool((kept == owner).all()) else -1
+        self.size = np.concatenate([kept_size, size])
+        self.sole_owner = owner if not keep.size or bool((kept == owner).all()) else -1
         self.owner = np.concatenate([kept, np.full(n_new, owner, dtype=np.int64)])
         n = self.size.size
         self.tref = np.full(n, now)
@@ -294,7 +299,11 @@ class MaxMinNetwork(NetworkBackend):
             event.succeed()
             return event
         owner = _Owner(event, batch.num_flows)
-        latencies = np.unique(batch.latency)
+        lat = np.asarray(batch.latency)
+        if lat.ndim == 1 and lat.size and lat[0] == lat[-1] and bool((lat == lat[0]).all()):
+            latencies = lat[:1]  # np.unique's answer for one latency, at a fraction of its cost
+        else:
+            latencies = np.unique(lat)
         for latency in latencies:
             part = batch if latencies.size == 1 else batch.select(batch.latency == latency)
             if latency > 0:
@@ -306,9 +315,7 @@ class MaxMinNetwork(NetworkBackend):
 
     # -- internals ------------------------------------------------------------
     def _start(self, batch: FlowBatch, owner: _Owner) -> None:
-        has_links = np.zeros(batch.num_flows, dtype=bool)
-        has_links[batch.entry_flow] = True
-        moving = has_links & (batch.nbytes > 0)
+        moving = (batch.by_flow()[1] > 0) & (batch.nbytes > 0)  # has links and bytes
         instant = int(batch.num_flows - moving.sum())
         if instant:
             owner.finish(instant)

@@ -72,6 +72,18 @@ class FlowBatch:
         out._cache = self._cache  # rates and path facts do not depend on bytes
         return out
 
+    def by_flow(self) -> tuple[np.ndarray, np.ndarray]:
+        """(the entries' links grouped by flow: flow 0's first, each flow's in their
+        order; the number of links of every flow). Cached, like everything here that
+        does not depend on bytes (scaled copies share it)."""
+        hit = self._cache.get("by_flow")
+        if hit is None:
+            flow, link = self.entry_flow, self.entry_link
+            if flow.size > 1 and not bool(np.all(flow[1:] >= flow[:-1])):
+                link = link[np.argsort(flow, kind="stable")]
+            hit = self._cache["by_flow"] = (link, np.bincount(flow, minlength=self.num_flows))
+        return hit
+
     def crosses(self, link_mask: np.ndarray) -> np.ndarray:
         """Per flow: does its path use any link where ``link_mask`` is true?"""
         key = ("crosses", id(link_mask))

@@ -184,8 +184,8 @@ def maxmin_rates(
             if sat.size == 0:  # round-off: saturate the links that set the level
                 sat = (share <= inc * (1 + 1e-12)).nonzero()[0]
             many = sat.size > 1
-            if many:
-                hit = np.concatenate([link_flows[lstart[i] : lend[i]] for i in sat.tolist()])
+            if many:  # every saturated link's flows, in link order (one gather, no slices)
+                hit = link_flows[concat_ranges(lptr[sat], lptr[sat + 1] - lptr[sat])]
             else:
                 one = int(sat[0])
                 hit = link_flows[lstart[one] : lend[one]]

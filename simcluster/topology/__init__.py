@@ -17,6 +17,7 @@ from simcluster.topology.cluster import (
     list_topologies,
     load_topology,
     topologies_dir,
+    topology_ranks_per_node,
 )
 from simcluster.topology.fabric import FatTree, ecmp_hash
 from simcluster.topology.nodes import (
@@ -77,4 +78,5 @@ __all__ = [
     "spec_from_dict",
     "topologies_dir",
     "topology_cli",
+    "topology_ranks_per_node",
 ]

@@ -622,15 +622,7 @@ def build_cluster(
             f"out of range for this topology (max_nodes = {spec.max_nodes})",
             f"1..{spec.max_nodes}",
         )
-    hit = _TEMPLATES.get(id(spec))
-    if hit is None or hit[0] is not spec:
-        notes: list[str] = []
-        template = _template_from_spec(spec, file, notes)
-        if len(_TEMPLATES) >= 64:
-            _TEMPLATES.clear()
-        _TEMPLATES[id(spec)] = (spec, template, tuple(notes))
-    else:
-        template, notes = hit[1], list(hit[2])
+    template, notes = _template(spec, file)
     base = int(num_nodes) * len(template.edges)
     fabric = _fabric_from_spec(spec, int(num_nodes), base, len(template.nics), file, notes)
     name = spec.name or (Path(file).stem if file else "cluster")
@@ -645,6 +637,19 @@ def build_cluster(
         sources=list(spec.sources),
         file=file,
     )
+
+
+def _template(spec: TopologySpec, file: str | None) -> tuple[NodeTemplate, list[str]]:
+    """The spec's node template and the notes made building it; built once per spec."""
+    hit = _TEMPLATES.get(id(spec))
+    if hit is None or hit[0] is not spec:
+        notes: list[str] = []
+        template = _template_from_spec(spec, file, notes)
+        if len(_TEMPLATES) >= 64:
+            _TEMPLATES.clear()
+        _TEMPLATES[id(spec)] = (spec, template, tuple(notes))
+        return template, notes
+    return hit[1], list(hit[2])
 
 
 def list_topologies() -> list[str]:
@@ -698,6 +703,11 @@ def load_topology(name_or_path: str, num_nodes: int | None = None) -> Cluster:
     parsed again, and its node template is built once.
     """
     path = _resolve(name_or_path)
+    return build_cluster(_spec_at(path), num_nodes, file=str(path))
+
+
+def _spec_at(path: Path) -> TopologySpec:
+    """The spec in the file at ``path``, read again only when the file changed."""
     st = path.stat()
     key = (str(path.resolve()), st.st_mtime_ns, st.st_size)
     spec = _SPECS.get(key)
@@ -706,4 +716,11 @@ def load_topology(name_or_path: str, num_nodes: int | None = None) -> Cluster:
         if len(_SPECS) >= 64:
             _SPECS.clear()
         _SPECS[key] = spec
-    return build_cluster(spec, num_nodes, file=str(path))
+    return spec
+
+
+def topology_ranks_per_node(name_or_path: str) -> int:
+    """Ranks on one node of a topology (name or ``.yaml`` path): its node template's,
+    as :func:`load_topology` builds it, without building a cluster around it."""
+    path = _resolve(name_or_path)
+    return _template(_spec_at(path), str(path))[0].ranks_per_node
