@@ -20,6 +20,7 @@ import simpy
 from simpy.events import NORMAL
 
 from simcluster.collectives import CollectiveCall, CommContext, lower
+from simcluster.collectives.registry import kept
 from simcluster.errors import SimclusterError
 from simcluster.network import make_network
 from simcluster.program import _TIMED_STREAMS, Op, ProgramError, RankClass
@@ -159,7 +160,8 @@ class Engine:
         self._lowered: dict[CollectiveCall, tuple[str, list]] = {}
 
     def lowered(self, call: CollectiveCall) -> tuple[str, list]:
-        """(algorithm, phases) for a call, cached: identical calls lower once.
+        """(algorithm, phases) for a call, cached: identical calls lower once (but
+        for those :func:`~simcluster.collectives.registry.kept` refuses).
 
         Calls that differ only in size share their flows' routes through the
         context's shape cache (see :func:`simcluster.collectives.lower`).
@@ -167,7 +169,8 @@ class Engine:
         hit = self._lowered.get(call)
         if hit is None:
             hit = lower(self.ctx, call)
-            self._lowered[call] = hit
+            if kept(self.ctx, call):  # not an SpMV exchange's (~8 MB, lowered by lookup)
+                self._lowered[call] = hit
         return hit
 
     def run(self, classes: Sequence[RankClass], capacity: np.ndarray | None = None) -> Trace:

@@ -146,3 +146,23 @@ def test_route_memo_rejects_bad_ranks_like_the_cluster():
         ctx.flow_batch(np.array([1]), np.array([-1]), 1.0)
     assert type(memo_err.value) is type(fresh_err.value)
     assert str(memo_err.value) == str(fresh_err.value)
+
+
+@pytest.mark.parametrize("profile", ["mpi-spec", "nccl-spec"])
+def test_memoised_p2p_lowerings_are_kept_only_with_protocols(profile):
+    """Without protocols a p2p call (routed through the route memo) is lowered again
+    at every request, to the same arrays, and kept neither by the engine nor as a
+    shape; other calls, and p2p under protocols, are lowered once."""
+    sim = Simulation.for_topology("puhti-2l", 64, profile)
+    engine, ctx = sim.engine, sim.engine.ctx
+    p2p = CollectiveCall("p2p", ((0, 9), (9, 40), (3, 4)), 8.0, "direct")
+    ring = CollectiveCall("allreduce", (tuple(range(8)),), 8.0, "ring")
+    first, again = engine.lowered(p2p), engine.lowered(p2p)
+    assert first[0] == again[0]
+    for a, b in zip(first[1], again[1], strict=True):
+        for f in ("entry_flow", "entry_link", "nbytes", "latency"):
+            np.testing.assert_array_equal(getattr(a, f), getattr(b, f), strict=True)
+    keeps = bool(ctx.protocols)
+    assert (first is again) == keeps
+    assert any(key[0] == "p2p" for key in ctx.shapes) == keeps
+    assert engine.lowered(ring) is engine.lowered(ring)

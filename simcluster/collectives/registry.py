@@ -83,6 +83,14 @@ BATCH_LOWERINGS: dict[tuple[str, str], Callable[[CommContext, CollectiveCall], l
     ("reduce", "chain"): chain.reduce_batch,
 }
 
+#: Batch lowerings that route through the context's route memo (an SpMV layer's
+#: exchange: ~65,000 node pairs, a different set every call). Without protocols their
+#: phases are kept neither as shapes nor by the engine (see :func:`kept`): lowering
+#: one again is a memo lookup, while keeping every call's arrays (~8 MB an exchange)
+#: to the end of the run made each later call's arrays fresh memory, whose first
+#: touches cost more than the lookups saved.
+UNKEPT_LOWERINGS: frozenset[tuple[str, str]] = frozenset({("p2p", "direct")})
+
 #: estimates within this relative margin of the least count as ties (earliest wins)
 _TIE = 1e-9
 
@@ -140,6 +148,15 @@ def _batch(flows: Phase) -> tuple[FlowBatch, np.ndarray]:
     return FlowBatch(entry_flow, entry_link, nbytes, np.zeros(n)), lat
 
 
+def kept(ctx: CommContext, call: CollectiveCall) -> bool:
+    """Whether ``call``'s lowering is worth keeping for later identical calls: not for
+    the :data:`UNKEPT_LOWERINGS` on a network profile without protocols."""
+    name = call.algorithm
+    if name == "auto":
+        name = AUTO_CANDIDATES.get(call.op, (next(iter(ALGORITHMS[call.op])),))[0]
+    return bool(ctx.protocols) or (call.op, name) not in UNKEPT_LOWERINGS
+
+
 def _shape(
     ctx: CommContext, call: CollectiveCall, name: str, protocol: str | None = None
 ) -> list[FlowBatch]:
@@ -168,7 +185,8 @@ def _shape(
                      for p in phases if p]  # fmt: skip
     if protocol is None:
         hit = [b for b, _ in pairs]
-        ctx.shapes[key] = hit
+        if (call.op, name) not in UNKEPT_LOWERINGS:
+            ctx.shapes[key] = hit
         return hit
     fam = family_of(name)
     for i, (pname, proto) in enumerate(ctx.protocols.items()):

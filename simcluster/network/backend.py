@@ -173,6 +173,9 @@ class _FlowTable:
         self.size, self.rem, self.tref, self.rate, self.tdone, self.tslack = f, f, f, f, f, f
         self.alive = np.zeros(0, dtype=bool)
         self.num_alive = 0
+        #: the flow of every entry of ``links``, in order, when the last arrival found
+        #: no live flow (that batch's own sorted entry_flow), else None
+        self.entry_flow: np.ndarray | None = None
         #: the owner of every flow of the table when they all have one, else -1
         self.sole_owner = -1
         #: bumped whenever any live flow's rate or times change (not on ends)
@@ -242,6 +245,8 @@ class _FlowTable:
         n_new = batch.num_flows
         lens = np.concatenate([kept_lens, lens_new])
         self.links = np.concatenate([links, new_links])
+        # sorted flows 0..n_new-1 with lens_new entries each: what np.repeat would build
+        self.entry_flow = new_flow if keep.size == 0 else None
         self.ptr = np.cumsum(lens) - lens
         self.nlinks = lens
         size = batch.nbytes.astype(np.float64)
@@ -342,7 +347,10 @@ class MaxMinNetwork(NetworkBackend):
         if known is not None and known.size == ft.count:
             rates = known
         else:
-            rates = self._full_rates(np.repeat(np.arange(ft.count), nlinks), links)
+            local = ft.entry_flow
+            if local is None:
+                local = np.repeat(np.arange(ft.count), nlinks)
+            rates = self._full_rates(local, links)
         self.rate_updates += 1
         ft.set_rates(slice(None), rates, self.env.now)
         # the per-link load is summed only if a re-solve reads it (most tables end
