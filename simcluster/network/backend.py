@@ -246,7 +246,7 @@ class _FlowTable:
         lens = np.concatenate([kept_lens, lens_new])
         self.links = np.concatenate([links, new_links])
         # sorted flows 0..n_new-1 with lens_new entries each: what np.repeat would build
-        self.entry_flow = new_flow if keep.size == 0 else None
+        self.entry_flow = batch.sorted_entry_flow() if keep.size == 0 else None
         self.ptr = np.cumsum(lens) - lens
         self.nlinks = lens
         size = batch.nbytes.astype(np.float64)

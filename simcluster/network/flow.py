@@ -80,9 +80,16 @@ class FlowBatch:
         if hit is None:
             flow, link = self.entry_flow, self.entry_link
             if flow.size > 1 and not bool(np.all(flow[1:] >= flow[:-1])):
-                link = link[np.argsort(flow, kind="stable")]
+                order = np.argsort(flow, kind="stable")
+                flow, link = flow[order], link[order]
+            self._cache["sorted_flow"] = flow
             hit = self._cache["by_flow"] = (link, np.bincount(flow, minlength=self.num_flows))
         return hit
+
+    def sorted_entry_flow(self) -> np.ndarray:
+        """The entries' flow numbers in :meth:`by_flow`'s order (ascending). Cached."""
+        self.by_flow()
+        return self._cache["sorted_flow"]
 
     def crosses(self, link_mask: np.ndarray) -> np.ndarray:
         """Per flow: does its path use any link where ``link_mask`` is true?"""
