@@ -105,10 +105,12 @@ def one_round(a: argparse.Namespace, out: Path, k: int) -> dict:
         out / f"live-trace-{k}.json",
     )
     load0 = os.getloadavg()
-    _run([py, "-m", "calibrate.trace", *model, "--steps", str(a.steps), "--out", str(trace)])
+    # this script's own files in --out, rewritten each run (the tools keep a file without it)
+    _run([py, "-m", "calibrate.trace", *model, "--steps", str(a.steps), "--out", str(trace),
+          "--force"])  # fmt: skip
     _run([py, "-m", "calibrate.live", "--nproc", "2", "--patterns", "ddp", *model,
           "--iterations", str(a.live_iterations), "--warmup", "2", "--trace", str(ltrace),
-          "--trace-steps", str(a.steps), "--out", str(live)])  # fmt: skip
+          "--trace-steps", str(a.steps), "--out", str(live), "--force"])  # fmt: skip
     load1 = os.getloadavg()
     data = json.loads(live.read_text())
     rows = [it for r in data["ranks"] for it in r["patterns"]["ddp"]["iterations"]]
