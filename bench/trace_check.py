@@ -51,30 +51,55 @@ def _run(cmd: list[str]) -> None:
     subprocess.run(cmd, check=True, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
+#: steps a prediction with per-step jitter draws (its p50 is compared)
+SKEW_SAMPLES = 200
+
+
 def _scenario(
-    trace: Path, batch: int, gpus: int, topology: str, network: str, share: float = 1.0
+    trace: Path,
+    batch: int,
+    gpus: int,
+    topology: str,
+    network: str,
+    share: float = 1.0,
+    step_cv: float = 0.0,
 ) -> dict:
-    extra = {}
+    het: dict = {}
     if share != 1.0:  # every rank shares the host's cores: all ranks' compute slowed alike
-        extra = {"heterogeneity": {"stragglers": {"fraction": 1.0, "slowdown": share}}}
+        het["stragglers"] = {"fraction": 1.0, "slowdown": share}
+    if step_cv > 0:  # each rank's step varies as this host's single-process steps do
+        het["step_jitter"] = step_cv
+    study = {"kind": "single", "gpus": [gpus]}
+    if step_cv > 0:
+        study = {"kind": "distribution", "gpus": [gpus], "samples": SKEW_SAMPLES}
     return {
-        **extra,
+        **({"heterogeneity": het} if het else {}),
         "name": "trace-check",
         "topology": topology,
         "profile": "cpu-xeon-1core",
         "network_profile": network,
         "workload": {"trace": str(trace), "batch_per_gpu": batch, "dataset_size": 100 * batch},
         "schedules": [{"name": "ddp"}],
-        "study": {"kind": "single", "gpus": [gpus]},
+        "study": study,
     }
 
 
 def _predict(data: dict) -> float:
+    """The step time: the median over the drawn steps with per-step jitter, else the
+    mean iteration."""
     from simcluster.scenario import parse_scenario
     from simcluster.study import run_scenario
 
     rec = run_scenario(parse_scenario(data, "trace-check")).records[0]
+    if data["study"]["kind"] == "distribution":
+        return float(rec["step_time_p50_s"])
     return float(rec["iteration_time_s"])
+
+
+def _step_cv(trace: Path) -> float:
+    """Coefficient of variation of the unprofiled steps recorded with ``trace``."""
+    steps = json.loads(trace.read_text())["simcluster"]["interleaved"]["unprofiled_step_s"]
+    return statistics.pstdev(steps) / statistics.mean(steps)
 
 
 def _single(trace: Path, batch: int) -> dict:
@@ -123,10 +148,18 @@ def one_round(a: argparse.Namespace, out: Path, k: int) -> dict:
     around = (data.get("gloo_share_by_pattern") or {}).get("ddp") or {}
     f_wall = _factor(around, "factor_wall") if around else None
     f_cpu = _factor(around, "factor") if around else None
+    cv = _step_cv(ltrace)
     preds = {"none": _predict(_scenario(ltrace, a.batch, 2, str(topo), str(net)))}
     for name, f in (("wall", f_wall), ("cpu", f_cpu)):
         if f is not None:
             preds[name] = _predict(_scenario(ltrace, a.batch, 2, str(topo), str(net), f))
+    # the ranks' steps vary apart (per-step jitter at the CV of the trace's unprofiled
+    # steps, this host alone); the allreduce waits for the later rank
+    preds["none+skew"] = _predict(_scenario(ltrace, a.batch, 2, str(topo), str(net), 1.0, cv))
+    if f_wall is not None:
+        preds["wall+skew"] = _predict(
+            _scenario(ltrace, a.batch, 2, str(topo), str(net), f_wall, cv)
+        )
     return {
         "round": k,
         "load_before": load0,
@@ -136,7 +169,7 @@ def one_round(a: argparse.Namespace, out: Path, k: int) -> dict:
         "ddp2": {"measured_s": measured_2, "samples_s": [it["iteration"] for it in rows],
                  "live_compute_s": compute_2, "traced_compute_s": traced,
                  "threads": {"live": data["config"]["threads"], "trace": threads},
-                 "factor_wall": f_wall, "factor_cpu": f_cpu,
+                 "factor_wall": f_wall, "factor_cpu": f_cpu, "step_cv": cv,
                  "predicted_s": preds,
                  "error": {n: (p - measured_2) / measured_2 for n, p in preds.items()}},
     }  # fmt: skip

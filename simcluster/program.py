@@ -241,6 +241,33 @@ def _scaled_ops(ops: list[Op], factors: np.ndarray | float) -> list[Op]:
     return out
 
 
+#: separates the per-step draws' seeds from the per-kernel ones
+_STEP_SEED = 0x57E9
+
+
+def rank_draws(
+    rank: int, timed: int, jitter_cv: float, step_cv: float, seed: int, step: int
+) -> np.ndarray:
+    """Duration factors of one rank's ``timed`` ops in one step (mean 1 each).
+
+    Per-kernel jitter: a lognormal factor per op with coefficient of variation
+    ``jitter_cv``, seeded by (seed, rank), and (seed, rank, step) after the first
+    step. Per-step jitter: one lognormal factor with coefficient of variation
+    ``step_cv`` for all of them, seeded by (seed, rank, step, a tag of its own).
+    """
+    if jitter_cv > 0:
+        sigma2 = math.log1p(jitter_cv**2)
+        rng = np.random.default_rng([seed, rank] if step == 0 else [seed, rank, step])
+        out = rng.lognormal(-sigma2 / 2, math.sqrt(sigma2), timed)
+    else:
+        out = np.ones(timed)
+    if step_cv > 0:
+        sigma2 = math.log1p(step_cv**2)
+        rng = np.random.default_rng([seed, rank, step, _STEP_SEED])
+        out *= rng.lognormal(-sigma2 / 2, math.sqrt(sigma2))
+    return out
+
+
 def perturb(
     classes: Sequence[RankClass],
     stragglers: frozenset[int] = frozenset(),
@@ -251,8 +278,9 @@ def perturb(
     transient: frozenset[int] = frozenset(),
     transient_slowdown: float = 1.0,
     step: int = 0,
+    step_cv: float = 0.0,
 ) -> list[RankClass]:
-    """Heterogeneous ranks: slower stragglers and per-kernel jitter.
+    """Heterogeneous ranks: slower stragglers, per-kernel and per-step jitter.
 
     stragglers: ranks whose compute and CPU ops take ``slowdown`` times longer.
         Each class splits into its regular and its straggling ranks, so the
@@ -264,6 +292,12 @@ def perturb(
         for every timed op of every rank, seeded by (seed, rank), and by
         (seed, rank, step) for steps after the first. Every rank
         then runs its own program: the collapse is off.
+    step_cv: coefficient of variation of a lognormal factor (mean 1) drawn once
+        per rank and step and applied to all of that rank's timed ops: noise that
+        slows a whole step of one rank (the OS, a busy neighbour, clocks), which
+        per-kernel jitter averages away within a step. Seeded by (seed, rank, step)
+        apart from the kernel draws, so adding it leaves those unchanged. Like
+        jitter, every rank then runs its own program.
     fold: with jitter, keep each class whole and give it the per-rank factors
         (:attr:`RankClass.factors`, the same draws) instead of one class per rank.
     """
@@ -276,9 +310,9 @@ def perturb(
     for cls in classes:
         if cls.factors is not None:  # folded by its schedule (spmv): scale the factors
             keys = {r: (r in stragglers, r in transient) for r in cls.ranks}
-            out += _perturb_folded(cls, keys, factor, jitter_cv, seed, step, fold)
+            out += _perturb_folded(cls, keys, factor, jitter_cv, seed, step, fold, step_cv)
             continue
-        if jitter_cv <= 0:
+        if jitter_cv <= 0 and step_cv <= 0:
             groups: dict[tuple[bool, bool], list[int]] = {}
             for r in cls.ranks:
                 groups.setdefault((r in stragglers, r in transient), []).append(r)
@@ -292,11 +326,9 @@ def perturb(
                 out.append(replace(cls, name=f"{cls.name}{suffix}", ranks=ranks, ops=ops))
             continue
         timed = sum(1 for op in cls.ops if op.duration > 0 and op.stream in _TIMED_STREAMS)
-        sigma2 = math.log1p(jitter_cv**2)
 
-        def draws(r: int, timed: int = timed, sigma2: float = sigma2) -> np.ndarray:
-            rng = np.random.default_rng([seed, r] if step == 0 else [seed, r, step])
-            out = rng.lognormal(-sigma2 / 2, math.sqrt(sigma2), timed)
+        def draws(r: int, timed: int = timed) -> np.ndarray:
+            out = rank_draws(r, timed, jitter_cv, step_cv, seed, step)
             f = factor(r)
             return out * f if f != 1.0 else out
 
@@ -321,6 +353,7 @@ def _perturb_folded(
     seed: int,
     step: int,
     fold: bool,
+    step_cv: float = 0.0,
 ) -> list[RankClass]:
     """:func:`perturb` for a class that already has per-rank factors.
 
@@ -333,7 +366,7 @@ def _perturb_folded(
     """
     assert cls.factors is not None
     base = cls.factors
-    if jitter_cv <= 0:
+    if jitter_cv <= 0 and step_cv <= 0:
         groups: dict[tuple[bool, bool], list[int]] = {}
         for i, r in enumerate(cls.ranks):
             groups.setdefault(keys[r], []).append(i)
@@ -349,11 +382,9 @@ def _perturb_folded(
                 )
             )
         return out
-    sigma2 = math.log1p(jitter_cv**2)
     table = np.empty_like(base)
     for i, r in enumerate(cls.ranks):
-        rng = np.random.default_rng([seed, r] if step == 0 else [seed, r, step])
-        table[i] = rng.lognormal(-sigma2 / 2, math.sqrt(sigma2), base.shape[1])
+        table[i] = rank_draws(r, base.shape[1], jitter_cv, step_cv, seed, step)
     table = base * table * np.array([factor(r) for r in cls.ranks])[:, None]
     if fold:
         return [replace(cls, ops=list(cls.ops), factors=table)]

@@ -128,6 +128,13 @@ class Heterogeneity(StrictModel):
         None, description="persistent: the same ranks are slow in every step"
     )
     jitter: float = Field(0.0, ge=0, le=10, description="coefficient of variation per kernel")
+    step_jitter: float = Field(
+        0.0,
+        ge=0,
+        le=10,
+        description="coefficient of variation of each rank's whole-step compute, drawn per "
+        "rank and step (OS noise, a busy neighbour): what a synchronous collective waits for",
+    )
     transient: Transient | None = Field(
         None, description="slowdowns that hit a rank in some steps only"
     )
@@ -138,7 +145,12 @@ class Heterogeneity(StrictModel):
     @property
     def varies_per_step(self) -> bool:
         """Do draws differ from step to step (jitter, transient slowdowns, noise)?"""
-        return self.jitter > 0 or self.transient is not None or self.network_noise > 0
+        return (
+            self.jitter > 0
+            or self.step_jitter > 0
+            or self.transient is not None
+            or self.network_noise > 0
+        )
 
 
 class Scenario(StrictModel):

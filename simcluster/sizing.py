@@ -97,7 +97,7 @@ def estimate_size(sc: Any) -> SizeEstimate:
         layers = len(model.layers)
     ops = 4 * layers + 16
     het = sc.heterogeneity
-    jitter = het is not None and het.jitter > 0
+    jitter = het is not None and (het.jitter > 0 or het.step_jitter > 0)
     # jittered classes stay folded (one program, a factor per rank and timed op)
     programs = min(ranks, 2 * per_node + 2) * len(sc.schedules)
     factors = ranks * ops * len(sc.schedules) if jitter else 0

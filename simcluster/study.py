@@ -98,8 +98,8 @@ def simulate_iteration(
     ``collapse=False`` simulates every rank separately. ``heterogeneity``
     slows persistent stragglers (chosen from the seed alone: the same ranks in
     every step), transiently slowed ranks (drawn per step, see
-    :func:`transient_ranks`) and jitters kernels; slowed ranks only split the
-    classes; jittered classes run once with a clock per rank
+    :func:`transient_ranks`) and jitters kernels and whole steps per rank;
+    slowed ranks only split the classes; jittered classes run once with a clock per rank
     (``collapse=False``: as one class per rank, the reference). Network noise
     scales every link's capacity by its own lognormal factor per step.
     """
@@ -127,11 +127,12 @@ def simulate_iteration(
         transient=hit,
         transient_slowdown=h.transient.slowdown if h.transient is not None else 1.0,
         step=step,
+        step_cv=h.step_jitter,
     )
     capacity = None
     if h.network_noise > 0:
         capacity = noisy_capacity(engine.ctx.capacity, h.network_noise, seed, step)
-    if h.jitter > 0:
+    if h.jitter > 0 or h.step_jitter > 0:
         # folded: one class per program, a clock per rank; else one class per rank
         return engine.run(classes, capacity)
     return engine.run(classes if collapse else expand(classes), capacity)

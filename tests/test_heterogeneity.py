@@ -75,8 +75,11 @@ def test_scenario_heterogeneity_fields_are_checked():
 
 
 @pytest.mark.parametrize("schedule", ["ddp", "hsadmm", "nodebased"])
-@pytest.mark.parametrize(("jitter", "stragglers"), [(0.1, None), (0.05, (0.25, 1.3))])
-def test_folded_jitter_matches_one_class_per_rank(schedule, jitter, stragglers):
+@pytest.mark.parametrize(
+    ("jitter", "stragglers", "step_jitter"),
+    [(0.1, None, 0.0), (0.05, (0.25, 1.3), 0.0), (0.0, None, 0.2), (0.05, (0.25, 1.3), 0.1)],
+)
+def test_folded_jitter_matches_one_class_per_rank(schedule, jitter, stragglers, step_jitter):
     """Jittered classes run once with a clock per rank: the same times, spans and
     bytes as simulating every rank as its own class (to float rounding)."""
     from simcluster.scenario import Stragglers
@@ -86,7 +89,7 @@ def test_folded_jitter_matches_one_class_per_rank(schedule, jitter, stragglers):
     ctx = BuildContext(cluster, 16, model, load_profile("v100-sxm2-32gb"), 32, "fp32", 1, 0)
     classes = get_schedule(schedule)().build(ctx).classes
     s = None if stragglers is None else Stragglers(fraction=stragglers[0], slowdown=stragglers[1])
-    h = Heterogeneity(jitter=jitter, stragglers=s)
+    h = Heterogeneity(jitter=jitter, stragglers=s, step_jitter=step_jitter)
     engine = Engine(CommContext(cluster))
     folded = simulate_iteration(engine, classes, True, h, seed=3)
     apart = simulate_iteration(engine, classes, False, h, seed=3)
@@ -104,3 +107,54 @@ def test_folded_jitter_matches_one_class_per_rank(schedule, jitter, stragglers):
     x, y = net(folded), net(apart)
     assert [s[0] for s in x] == [s[0] for s in y]
     np.testing.assert_allclose([s[1:] for s in x], [s[1:] for s in y], rtol=1e-12, atol=0)
+
+
+def _durations(cls) -> np.ndarray:
+    return np.array([op.duration for op in cls.ops if op.duration > 0 and op.stream == "compute"])
+
+
+def test_step_jitter_scales_all_of_a_rank_s_step_by_one_draw(setup):
+    """Per-step jitter multiplies every timed op of a rank by the same factor, drawn
+    apart from the kernel draws: with both, each op is its kernel draw times it."""
+    from simcluster.program import rank_draws
+
+    _, classes = setup
+    base = _durations(classes[0])
+    only = expand(perturb(classes, step_cv=0.3, seed=7, step=2))
+    kern = expand(perturb(classes, jitter_cv=0.1, seed=7, step=2))
+    both = expand(perturb(classes, jitter_cv=0.1, step_cv=0.3, seed=7, step=2))
+    factors = []
+    for a, k, b in zip(only, kern, both, strict=True):
+        ratio = _durations(a) / base
+        assert np.ptp(ratio) < 1e-12 * ratio[0]  # one factor for the whole step
+        f = rank_draws(a.ranks[0], len(base), 0.0, 0.3, 7, 2)[0]
+        assert ratio[0] == pytest.approx(f, rel=1e-12)
+        np.testing.assert_allclose(_durations(b), _durations(k) * f, rtol=1e-12)
+        factors.append(f)
+    assert len(set(factors)) == len(factors)  # every rank its own draw
+
+
+def test_step_jitter_has_mean_one_and_the_asked_spread():
+    from simcluster.program import rank_draws
+
+    f = np.array([rank_draws(r, 1, 0.0, 0.15, 0, step)[0] for r in range(40) for step in range(50)])
+    assert f.mean() == pytest.approx(1.0, abs=0.01)
+    assert f.std() / f.mean() == pytest.approx(0.15, rel=0.08)
+
+
+def test_a_synchronous_step_waits_for_its_slowest_rank(setup):
+    """With per-step jitter a DDP step takes at least the slowest rank's compute, and
+    its mean over steps exceeds the unjittered step (the slowest of 16 draws)."""
+    from simcluster.program import rank_draws
+
+    engine, classes = setup
+    h = Heterogeneity(step_jitter=0.2)
+    base = engine.run(classes)
+    compute = base.busy_time("all", "compute")
+    ends = []
+    for step in range(1, 9):
+        t = simulate_iteration(engine, classes, True, h, seed=5, step=step).end_time
+        slowest = max(rank_draws(r, 1, 0.0, 0.2, 5, step)[0] for r in range(16))
+        assert t >= slowest * compute * (1 - 1e-9)
+        ends.append(t)
+    assert np.mean(ends) > 1.1 * base.end_time
