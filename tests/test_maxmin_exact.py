@@ -118,24 +118,3 @@ def test_concat_ranges_is_every_range_back_to_back():
         got = concat_ranges(starts, lens)
         assert got.dtype == np.int64
         assert got.tolist() == want
-
-
-@pytest.mark.parametrize("kind", ["even", "uneven", "holes", "one-long", "twice"])
-def test_small_problems_in_python_floats_match_the_array_solver(kind, monkeypatch):
-    """Problems of at most SMALL_ENTRIES entries are solved in Python floats: the
-    same bits as the array rounds, also with zero capacities and loads above
-    capacity (numpy's x / 0)."""
-    import simcluster.network.maxmin as mm
-
-    rng = np.random.default_rng(100 + ["even", "uneven", "holes", "one-long", "twice"].index(kind))
-    for i in range(80):
-        ef, el, nf, cap, load = _instance(rng, kind)
-        if i % 2:
-            cap[int(rng.integers(0, cap.size))] = 0.0
-        if load is not None and i % 3 == 0:
-            load = load * 2.0
-        monkeypatch.setattr(mm, "SMALL_ENTRIES", 1 << 30)
-        small = mm.maxmin_rates(ef, el, nf, cap, load)
-        monkeypatch.setattr(mm, "SMALL_ENTRIES", 0)
-        arrays = mm.maxmin_rates(ef, el, nf, cap, load)
-        assert small.tobytes() == arrays.tobytes()

@@ -15,18 +15,12 @@ network backend re-solves only part of the problem when flows end that way
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 __all__ = ["maxmin_rates", "concat_ranges"]
 
 #: relative slack under which a link counts as saturated (float round-off)
 REL_TOL = 1e-12
-
-#: problems of at most this many (flow, link) entries are solved in Python floats
-#: (:func:`_maxmin_small`): numpy's fixed cost per call outweighs their arithmetic
-SMALL_ENTRIES = 512
 
 
 def _compact(
@@ -146,8 +140,6 @@ def maxmin_rates(
     flows are frozen. Every busy link's share and remaining capacity are the
     same floats as with a mask; a flow's rate stays ``inf`` until it is frozen.
     """
-    if 0 < entry_flow.size <= SMALL_ENTRIES and num_flows > 0:
-        return _maxmin_small(entry_flow, entry_link, num_flows, capacity, load)
     rates = np.full(num_flows, np.inf)
     if num_flows == 0 or entry_flow.size == 0:
         return rates
@@ -213,78 +205,3 @@ def maxmin_rates(
                 counts -= np.bincount(links, minlength=nlinks)
             cap[sat if many else one] = np.inf  # every flow of a saturated link is frozen now
     return rates
-
-
-def _maxmin_small(
-    entry_flow: np.ndarray,
-    entry_link: np.ndarray,
-    num_flows: int,
-    capacity: np.ndarray,
-    load: np.ndarray | None,
-) -> np.ndarray:
-    """:func:`maxmin_rates` of a small problem in Python floats: the same rounds
-    over every used link with the same IEEE operations, one per element (a
-    division by a zero count gives numpy's inf / -inf / NaN, the least share is
-    the first NaN if any, else the first least), so the same bits."""
-    ef = np.asarray(entry_flow).tolist()
-    el = np.asarray(entry_link).tolist()
-    used = sorted(set(el))
-    index = {link: i for i, link in enumerate(used)}
-    nlinks = len(used)
-    cap = capacity[used].astype(np.float64)
-    tol = (REL_TOL * cap).tolist()
-    if load is not None:
-        cap = np.maximum(cap - load[used], 0.0)
-    capl = cap.tolist()
-    link_flows: list[list[int]] = [[] for _ in range(nlinks)]
-    flow_links: list[list[int]] = [[] for _ in range(num_flows)]
-    for f, link in zip(ef, el, strict=True):
-        i = index[link]
-        link_flows[i].append(f)
-        flow_links[f].append(i)
-    counts = [float(len(fl)) for fl in link_flows]
-    left = sum(1 for fl in flow_links if fl)
-    inf = math.inf
-    rates = [inf] * num_flows
-    level = 0.0
-    share = [0.0] * nlinks
-    while left:
-        least, nan_at = inf, -1
-        for i in range(nlinks):
-            c, n = capl[i], counts[i]
-            if n != 0.0:
-                v = c / n
-            else:  # numpy's c / 0
-                v = inf if c > 0.0 else -inf if c < 0.0 else math.nan
-            share[i] = v
-            if v < least:
-                least = v
-            elif v != v and nan_at < 0:
-                nan_at = i
-        # argmin's pick: the first NaN if any, else the first least
-        inc = share[nan_at] if nan_at >= 0 else least
-        level += inc
-        sat = []
-        for i in range(nlinks):
-            c = capl[i] - counts[i] * inc
-            capl[i] = c
-            if c <= tol[i]:
-                sat.append(i)
-        if not sat:  # round-off: saturate the links that set the level
-            bound = inc * (1 + 1e-12)
-            sat = [i for i in range(nlinks) if share[i] <= bound]
-        seen = set()
-        hit = []
-        for i in sat:
-            for f in link_flows[i]:
-                if rates[f] == inf and f not in seen:
-                    seen.add(f)
-                    hit.append(f)
-        for f in hit:
-            rates[f] = level
-            for i in flow_links[f]:
-                counts[i] -= 1.0
-        left -= len(hit)
-        for i in sat:
-            capl[i] = inf
-    return np.array(rates, dtype=np.float64)
