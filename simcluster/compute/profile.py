@@ -202,17 +202,23 @@ class SpecProfile(DeviceProfile):
             f"cannot run {describe_key(precision)}"
         )
 
-    def _peak(self, op: str, precision: str) -> float:
-        key = peak_key(precision, op)
-        if key not in self.peak_flops:
-            raise ValueError(self.precision_problem(precision) or key)
-        return self.peak_flops[key]
-
     def _roofline(self, flops: float, nbytes: float, op: str, precision: str) -> float:
-        eff = self.efficiency.get(op, self.efficiency.get("default", 0.5))
-        t_math = flops / (self._peak(op, precision) * eff) if flops > 0 else 0.0
+        return self._roofline_at(flops, nbytes, self._terms(op, None, precision)[3], op, precision)
+
+    def _roofline_at(
+        self, flops: float, nbytes: float, math_rate: float | None, op: str, precision: str
+    ) -> float:
+        """Launch overhead plus the longer of the math time at ``math_rate`` (FLOP/s, peak x
+        efficiency; None: the profile has no peak for ``op`` under ``precision``, an error
+        when there is math) and the memory time, seconds."""
+        if flops > 0:
+            if math_rate is None:
+                raise ValueError(self.precision_problem(precision) or peak_key(precision, op))
+            t_math = flops / math_rate
+        else:
+            t_math = 0.0
         t_mem = nbytes / (self.memory_bandwidth * self.memory_efficiency)
-        return self.launch_overhead + max(t_math, t_mem)
+        return self.launch_overhead + (t_mem if t_mem > t_math else t_math)  # max(t_math, t_mem)
 
     def _terms(
         self, op: str, variant: str | None, precision: str
@@ -238,8 +244,7 @@ class SpecProfile(DeviceProfile):
         runs in fp32 (layer norm) casts its half input up (read 2 B, write 4 B per input
         element) in forward and its input gradient back down in backward.
 
-        The arithmetic is :meth:`_roofline`'s, with the per-op-class terms of
-        :meth:`_terms` (the same products, so the same bits).
+        The per-op-class terms come from :meth:`_terms` (worked out once per profile).
         """
         if pass_ not in PASSES:
             raise ValueError(f"pass must be one of {PASSES}, got {pass_!r}")
@@ -255,15 +260,7 @@ class SpecProfile(DeviceProfile):
             nbytes = (layer.in_elems + layer.out_elems) * batch * a + params * 4
         else:
             nbytes = (layer.in_elems + layer.out_elems) * batch * a + params * w
-        flops = layer.flops * batch
-        if flops > 0:
-            if math_rate is None:
-                raise ValueError(self.precision_problem(precision) or peak_key(precision, op))
-            t_math = flops / math_rate
-        else:
-            t_math = 0.0
-        t_mem = nbytes / (self.memory_bandwidth * self.memory_efficiency)
-        t = self.launch_overhead + (t_mem if t_mem > t_math else t_math)  # max(t_math, t_mem)
+        t = self._roofline_at(layer.flops * batch, nbytes, math_rate, op, precision)
         if amp:
             if pass_ == "fwd" and w == 2 and params:
                 t += self.elementwise_time(6 * params)
