@@ -34,7 +34,7 @@ from simcluster.collectives.base import CollectiveCall, CommContext, Phase
 from simcluster.collectives.bounds import lower_bounds
 from simcluster.collectives.protocols import family_of
 from simcluster.errors import UnknownNameError
-from simcluster.network.flow import FlowBatch
+from simcluster.network.flow import FlowBatch, one_value
 from simcluster.registry import Registry
 
 __all__ = ["ALGORITHMS", "AUTO_CANDIDATES", "lower", "estimate_phases", "algorithms_for"]
@@ -282,7 +282,7 @@ def _envelope(ctx: CommContext, batch: FlowBatch) -> tuple[np.ndarray, np.ndarra
         lat = np.broadcast_to(np.asarray(batch.latency, dtype=np.float64), rates.shape)
         with np.errstate(divide="ignore", invalid="ignore"):
             per_byte = np.where(batch.nbytes > 0, batch.nbytes / rates, 0.0)
-        if lat.size and lat[0] == lat[-1] and bool((lat == lat[0]).all()):
+        if one_value(lat):
             values, group = lat[:1], np.zeros(lat.size, dtype=np.intp)  # np.unique's answer
         else:
             values, group = np.unique(lat, return_inverse=True)

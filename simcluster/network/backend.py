@@ -24,7 +24,7 @@ import numpy as np
 import simpy
 
 from simcluster.network import symmetry
-from simcluster.network.flow import FlowBatch, FlowSpec
+from simcluster.network.flow import FlowBatch, FlowSpec, one_value
 from simcluster.network.maxmin import concat_ranges, maxmin_rates
 from simcluster.registry import Registry
 
@@ -305,10 +305,7 @@ class MaxMinNetwork(NetworkBackend):
             return event
         owner = _Owner(event, batch.num_flows)
         lat = np.asarray(batch.latency)
-        if lat.ndim == 1 and lat.size and lat[0] == lat[-1] and bool((lat == lat[0]).all()):
-            latencies = lat[:1]  # np.unique's answer for one latency, at a fraction of its cost
-        else:
-            latencies = np.unique(lat)
+        latencies = lat[:1] if one_value(lat) else np.unique(lat)
         for latency in latencies:
             part = batch if latencies.size == 1 else batch.select(batch.latency == latency)
             if latency > 0:

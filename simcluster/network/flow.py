@@ -17,7 +17,15 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["FlowSpec", "FlowBatch"]
+__all__ = ["FlowSpec", "FlowBatch", "one_value"]
+
+
+def one_value(a: np.ndarray) -> bool:
+    """Whether a non-empty 1-D array holds a single distinct value (then ``np.unique``
+    would return its first element: callers skip that sort, whose fixed cost dominates
+    on the small arrays of most phases). NaN is never equal, so arrays with one are
+    left to ``np.unique``."""
+    return bool(a.ndim == 1 and a.size and a[0] == a[-1] and (a == a[0]).all())
 
 
 @dataclass(frozen=True, slots=True)
