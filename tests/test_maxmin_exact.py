@@ -118,3 +118,24 @@ def test_concat_ranges_is_every_range_back_to_back():
         got = concat_ranges(starts, lens)
         assert got.dtype == np.int64
         assert got.tolist() == want
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_a_link_of_infinite_capacity_limits_no_flow(seed):
+    # the same rates as the problem without those links' entries; a flow on unbounded
+    # links only is unbounded (it once got the rate of another flow's link)
+    rng = np.random.default_rng(seed)
+    ef, el, nf, cap, load = _instance(rng, "uneven")
+    unbounded = rng.random(cap.size) < 0.3
+    cap = cap.copy()
+    cap[unbounded] = np.inf
+    keep = ~unbounded[el]
+    want = _reference(ef[keep], el[keep], nf, cap, load)
+    np.testing.assert_array_equal(maxmin_rates(ef, el, nf, cap, load), want)
+    two = maxmin_rates(np.array([0, 1]), np.array([0, 1]), 2, np.array([np.inf, 10.0]))
+    np.testing.assert_array_equal(two, [np.inf, 10.0])
+
+
+def test_a_nan_capacity_is_a_clear_error():
+    with pytest.raises(ValueError, match=r"capacity is NaN on link\(s\) \[1\]"):
+        maxmin_rates(np.array([0, 0]), np.array([0, 1]), 1, np.array([5.0, np.nan]))

@@ -126,7 +126,9 @@ def maxmin_rates(
 
     entry_flow, entry_link: parallel int arrays, one entry per (flow, link)
         incidence. A flow with no entries gets rate ``inf`` (it crosses no link).
-    capacity: bytes/s of every link id that ``entry_link`` may name.
+    capacity: bytes/s of every link id that ``entry_link`` may name, at least 0;
+        ``inf`` is a link that limits no flow (a flow on such links only gets
+        ``inf``); NaN is a ValueError.
     load: bytes/s already taken on each link by flows outside this problem
         (default none); these flows share ``capacity - load``. A link counts as
         saturated when less than ``REL_TOL * capacity`` is left.
@@ -148,6 +150,8 @@ def maxmin_rates(
     used, el = _compact(np.asarray(entry_link), capacity.size, np.uint32)
     nlinks = used.size
     cap = capacity[used].astype(np.float64)
+    if not cap.sum() < np.inf:  # an infinite or NaN capacity (one reduction when there is none)
+        return _without_unbounded(entry_flow, entry_link, num_flows, capacity, load)
     tol = REL_TOL * cap
     if load is not None:
         cap = np.maximum(cap - load[used], 0.0)
@@ -205,3 +209,23 @@ def maxmin_rates(
                 counts -= np.bincount(links, minlength=nlinks)
             cap[sat if many else one] = np.inf  # every flow of a saturated link is frozen now
     return rates
+
+
+def _without_unbounded(
+    entry_flow: np.ndarray,
+    entry_link: np.ndarray,
+    num_flows: int,
+    capacity: np.ndarray,
+    load: np.ndarray | None,
+) -> np.ndarray:
+    """:func:`maxmin_rates` of the problem less its entries on links of infinite
+    capacity (they limit no flow); a NaN capacity on a named link is a ValueError."""
+    links = np.asarray(entry_link)
+    cap = np.asarray(capacity, dtype=np.float64)[links]
+    if np.isnan(cap).any():
+        bad = sorted({int(x) for x in links[np.isnan(cap)]})[:5]
+        raise ValueError(
+            f"maxmin_rates: capacity is NaN on link(s) {bad}; give bytes/s >= 0 or inf"
+        )
+    keep = cap < np.inf
+    return maxmin_rates(np.asarray(entry_flow)[keep], links[keep], num_flows, capacity, load)
