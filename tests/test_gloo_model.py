@@ -165,3 +165,77 @@ def test_fit_writes_the_after_compute_cost_per_size():
     entry = fit([world])["2"]["allgather"]
     assert entry["wake_by_bytes"] == [[4096, pytest.approx(1e-3)], [32768, pytest.approx(2e-3)]]
     assert "wake_s" in entry
+
+
+def _with_wake_by_compute():
+    w = _with_wake_sizes()
+    curve = [[0.004, [[4096, 1e-3], [262144, 2e-3]]], [0.040, [[4096, 4e-3], [262144, 6e-3]]]]
+    w["2"] = dict(w["2"], allgather=dict(w["2"]["allgather"], wake_by_compute=curve))
+    return w
+
+
+def test_wake_by_compute_follows_the_compute_since_the_last_collective():
+    g = GlooModel(_with_wake_by_compute())
+    assert g.wake("allgather", 2, 4096, after_s=0.0) == 0.0  # right after another call
+    assert g.wake("allgather", 2, 4096, after_s=0.002) == pytest.approx(0.5e-3)
+    assert g.wake("allgather", 2, 4096, after_s=0.022) == pytest.approx(2.5e-3)
+    assert g.wake("allgather", 2, 4096, after_s=1.0) == pytest.approx(4e-3)  # longest beyond
+    assert g.wake("allgather", 2, 32768, after_s=0.040) == pytest.approx(5e-3)  # log2 bytes
+    # without the compute seconds (or without the curve): the cost by size alone
+    assert g.wake("allgather", 2, 32768) == pytest.approx(2e-3)
+    assert GlooModel(_with_wake_sizes()).wake("allgather", 2, 4096, after_s=1.0) == 1e-3
+    base = g.seconds("allgather", 2, 4096)
+    assert g.seconds("allgather", 2, 4096, skewed=True, after_s=1.0) == pytest.approx(base + 4e-3)
+    assert g.scaled(2.0).wake("allgather", 2, 4096, after_s=1.0) == pytest.approx(8e-3)
+
+
+def test_fit_writes_the_cost_by_compute_length_when_both_tests_timed_it():
+    from calibrate.gloo import COMPUTED, COMPUTED_LONG, fit
+
+    points = ((16, 1e-4), (4096, 1e-4), (262144, 5e-4), (1 << 20, 1.5e-3))
+    aligned = [{"nbytes": n, "mean_s": t, "median_s": t} for n, t in points]
+
+    def world(long_rows):
+        ops = {
+            "allgather": aligned,
+            f"allgather{COMPUTED}": [
+                {"nbytes": 4096, "mean_s": 1.1e-3, "median_s": 1e-3, "compute_s": 0.004},
+                {"nbytes": 262144, "mean_s": 2.5e-3, "median_s": 2e-3, "compute_s": 0.006},
+            ],
+        }
+        if long_rows is not None:
+            ops[f"allgather{COMPUTED_LONG}"] = long_rows
+        return {"world": 2, "compute": {"factor": 1.2}, "ops": ops}
+
+    long_rows = [
+        {"nbytes": 4096, "mean_s": 5.1e-3, "median_s": 5e-3, "compute_s": 0.05},
+        {"nbytes": 262144, "mean_s": 6.5e-3, "median_s": 6e-3, "compute_s": 0.03},
+    ]
+    curve = fit([world(long_rows)])["2"]["allgather"]["wake_by_compute"]
+    assert [t for t, _ in curve] == [pytest.approx(0.005), pytest.approx(0.04)]
+    assert curve[1][1] == [[4096, pytest.approx(5e-3)], [262144, pytest.approx(6e-3)]]
+    # a sweep without the longer test, or one that did not record compute seconds: none
+    assert "wake_by_compute" not in fit([world(None)])["2"]["allgather"]
+    old = [{k: v for k, v in r.items() if k != "compute_s"} for r in long_rows]
+    assert "wake_by_compute" not in fit([world(old)])["2"]["allgather"]
+
+
+def test_live_programs_pass_the_compute_since_the_previous_collective():
+    from simcluster.validation.live import _programs
+
+    calls = []
+
+    class Stub:
+        def seconds(self, op, world, nbytes, skewed=False, after_s=None):
+            calls.append((op, after_s))
+            return 1e-3
+
+    ops = [{"phase": "fwd", "kind": "compute", "seconds": 0.01},
+           {"phase": "pack", "kind": "compute", "seconds": 0.02},
+           {"phase": "ag", "kind": "allgather", "nbytes": 64, "groups": [[0, 1]]},
+           {"phase": "ag", "kind": "allgather", "nbytes": 64, "groups": [[0, 1]]},
+           {"phase": "opt", "kind": "compute", "seconds": 0.005},
+           {"phase": "ar", "kind": "allreduce", "nbytes": 64, "groups": [[0, 1]]}]  # fmt: skip
+    _programs({0: ops}, {"fwd": 0.1}, Stub())  # fwd predicted: 0.1 s, pack replayed
+    assert calls == [("allgather", pytest.approx(0.12)), ("allgather", 0.0),
+                     ("allreduce", pytest.approx(0.005))]  # fmt: skip
