@@ -234,26 +234,33 @@ class _FlowTable:
     def compact_and_add(self, batch: FlowBatch, owner: int, now: float) -> None:
         """Drop ended flows, bring the live ones' ``rem`` to ``now``, append ``batch``."""
         keep = np.flatnonzero(self.alive)
+        new_links, lens_new = batch.by_flow()
+        n_new = batch.num_flows
+        size = batch.nbytes.astype(np.float64)
         if keep.size:
             links = self.entries(keep)[1]
             kept_lens, kept_size, kept = self.nlinks[keep], self.size[keep], self.owner[keep]
             rem = self.rem[keep] - self.rate[keep] * (now - self.tref[keep])
-        else:  # an idle network (most arrivals): the same empty arrays without the gathers
-            links, kept_lens, kept = self.links[:0], self.nlinks[:0], self.owner[:0]
-            rem, kept_size = self.rem[:0], self.size[:0]
-        new_links, lens_new = batch.by_flow()
-        n_new = batch.num_flows
-        lens = np.concatenate([kept_lens, lens_new])
-        self.links = np.concatenate([links, new_links])
-        # sorted flows 0..n_new-1 with lens_new entries each: what np.repeat would build
-        self.entry_flow = batch.sorted_entry_flow() if keep.size == 0 else None
+            lens = np.concatenate([kept_lens, lens_new])
+            self.links = np.concatenate([links, new_links])
+            self.entry_flow = None
+            self.rem = np.concatenate([rem, size])
+            self.size = np.concatenate([kept_size, size])
+            self.sole_owner = owner if bool((kept == owner).all()) else -1
+            self.owner = np.concatenate([kept, np.full(n_new, owner, dtype=np.int64)])
+        else:  # an idle network (most arrivals): copies of the batch's arrays, no joins
+            # (new arrays, as the joins made: the batch keeps its own, and
+            # FoldedMaxMinNetwork knows a table by the identity of its links)
+            lens = lens_new.astype(np.int64)
+            self.links = new_links.astype(np.int64)
+            # sorted flows 0..n_new-1 with lens_new entries each: what np.repeat would build
+            self.entry_flow = batch.sorted_entry_flow()
+            self.rem = size.copy()
+            self.size = size
+            self.sole_owner = owner
+            self.owner = np.full(n_new, owner, dtype=np.int64)
         self.ptr = np.cumsum(lens) - lens
         self.nlinks = lens
-        size = batch.nbytes.astype(np.float64)
-        self.rem = np.concatenate([rem, size])
-        self.size = np.concatenate([kept_size, size])
-        self.sole_owner = owner if not keep.size or bool((kept == owner).all()) else -1
-        self.owner = np.concatenate([kept, np.full(n_new, owner, dtype=np.int64)])
         n = self.size.size
         self.tref = np.full(n, now)
         self.rate = np.zeros(n)
