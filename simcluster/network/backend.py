@@ -25,7 +25,7 @@ import simpy
 
 from simcluster.network import symmetry
 from simcluster.network.flow import FlowBatch, FlowSpec, one_value
-from simcluster.network.maxmin import concat_ranges, maxmin_rates
+from simcluster.network.maxmin import concat_ranges, filled, maxmin_rates
 from simcluster.registry import Registry
 
 __all__ = [
@@ -233,7 +233,7 @@ class _FlowTable:
 
     def compact_and_add(self, batch: FlowBatch, owner: int, now: float) -> None:
         """Drop ended flows, bring the live ones' ``rem`` to ``now``, append ``batch``."""
-        keep = np.flatnonzero(self.alive)
+        keep = self.alive.nonzero()[0]
         new_links, lens_new = batch.by_flow()
         n_new = batch.num_flows
         size = batch.nbytes.astype(np.float64)
@@ -247,7 +247,7 @@ class _FlowTable:
             self.rem = np.concatenate([rem, size])
             self.size = np.concatenate([kept_size, size])
             self.sole_owner = owner if bool((kept == owner).all()) else -1
-            self.owner = np.concatenate([kept, np.full(n_new, owner, dtype=np.int64)])
+            self.owner = np.concatenate([kept, filled(n_new, owner, np.int64)])
         else:  # an idle network (most arrivals): copies of the batch's arrays, no joins
             # (new arrays, as the joins made: the batch keeps its own, and
             # FoldedMaxMinNetwork knows a table by the identity of its links)
@@ -258,15 +258,15 @@ class _FlowTable:
             self.rem = size.copy()
             self.size = size
             self.sole_owner = owner
-            self.owner = np.full(n_new, owner, dtype=np.int64)
-        self.ptr = np.cumsum(lens) - lens
+            self.owner = filled(n_new, owner, np.int64)
+        self.ptr = lens.cumsum() - lens
         self.nlinks = lens
         n = self.size.size
         self.tref = np.full(n, now)
         self.rate = np.zeros(n)
-        self.tdone = np.full(n, np.inf)
-        self.tslack = np.full(n, np.inf)
-        self.alive = np.ones(n, dtype=bool)
+        self.tdone = filled(n, np.inf)
+        self.tslack = filled(n, np.inf)
+        self.alive = filled(n, True, bool)
         self.num_alive = n
         self.epoch += 1
 
@@ -381,7 +381,7 @@ class MaxMinNetwork(NetworkBackend):
         order = ft.order()
         if order is not None and order.top_rate() < threshold:
             return
-        aff = np.flatnonzero(ft.rate >= threshold)
+        aff = (ft.rate >= threshold).nonzero()[0]
         if aff.size == 0:
             return
         ft.rem[aff] -= ft.rate[aff] * (now - ft.tref[aff])
@@ -431,12 +431,12 @@ class MaxMinNetwork(NetworkBackend):
         # Flows within a hair of completion finish together (float round-off).
         order = ft.order(build=True)
         if order is None:
-            ended = np.flatnonzero(ft.tslack <= now)
+            ended = (ft.tslack <= now).nonzero()[0]
             rates = ft.rate[ended]
         else:
             ended, rates = order.ending(now)
         if ended.size == 0:  # numerical slack: finish the closest
-            ended = np.flatnonzero(ft.tdone <= ft.tdone.min())
+            ended = (ft.tdone <= ft.tdone.min()).nonzero()[0]
             rates = ft.rate[ended]
             ft.drop_order()  # these may lie anywhere in its tslack order
         # A flow's rate is the level of its bottleneck, the lowest of its links.

@@ -17,10 +17,19 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["maxmin_rates", "concat_ranges"]
+__all__ = ["maxmin_rates", "concat_ranges", "filled"]
 
 #: relative slack under which a link counts as saturated (float round-off)
 REL_TOL = 1e-12
+
+
+def filled(n: int, value: float | int | bool, dtype: type = np.float64) -> np.ndarray:
+    """``np.full(n, value, dtype)`` without its Python layer (a few us a call on small
+    arrays, where the network makes thousands of such calls a run; for the same reason
+    1-D index arrays are taken as ``a.nonzero()[0]``, ``np.flatnonzero``'s result)."""
+    a = np.empty(n, dtype=dtype)
+    a.fill(value)
+    return a
 
 
 def _compact(
@@ -62,12 +71,12 @@ def concat_ranges(starts: np.ndarray, lens: np.ndarray) -> np.ndarray:
     if not lens.all():  # empty ranges add nothing
         keep = lens > 0
         starts, lens = starts[keep], lens[keep]
-    out = np.ones(int(lens.sum()), dtype=np.int64)
+    out = filled(int(lens.sum()), 1, np.int64)
     if out.size:
-        ends = np.cumsum(lens)
+        ends = lens.cumsum()
         out[0] = starts[0]
         out[ends[:-1]] = starts[1:] - (starts[:-1] + lens[:-1] - 1)
-        np.cumsum(out, out=out)
+        out.cumsum(out=out)
     return out
 
 
@@ -140,7 +149,7 @@ def maxmin_rates(
     flows are frozen. Every busy link's share and remaining capacity are the
     same floats as with a mask; a flow's rate stays ``inf`` until it is frozen.
     """
-    rates = np.full(num_flows, np.inf)
+    rates = filled(num_flows, np.inf)
     if num_flows == 0 or entry_flow.size == 0:
         return rates
     ef = np.asarray(entry_flow).astype(np.int64, copy=False)
