@@ -34,6 +34,7 @@ __all__ = [
     "Cluster",
     "build_cluster",
     "load_topology",
+    "load_topology_for_ranks",
     "list_topologies",
     "topologies_dir",
 ]
@@ -717,6 +718,16 @@ def _spec_at(path: Path) -> TopologySpec:
             _SPECS.clear()
         _SPECS[key] = spec
     return spec
+
+
+def load_topology_for_ranks(name_or_path: str, ranks: int) -> Cluster:
+    """:func:`load_topology` with the nodes that ``ranks`` ranks fill (the last one may
+    be partial): ``num_nodes = ceil(ranks / topology_ranks_per_node(...))``, the file
+    found and checked once for both."""
+    path = _resolve(name_or_path)
+    spec = _spec_at(path)
+    per_node = _template(spec, str(path))[0].ranks_per_node
+    return build_cluster(spec, math.ceil(ranks / per_node), file=str(path))
 
 
 def topology_ranks_per_node(name_or_path: str) -> int:
