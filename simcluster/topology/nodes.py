@@ -285,7 +285,11 @@ def _nvlink_paths(g: dict[str, dict[str, dict]], ranks: Sequence[str], max_hops:
             if b == a or b not in adj:
                 continue
             best_key, best_path = None, None
-            for path in _simple_paths(adj, a, b, max_hops):
+            # with a direct link (no relay) a path through another GPU (a relay) never
+            # wins: the search does not go through one (the paths it still lists come
+            # in the same order)
+            through = rank_set - {b} if b in adj[a] else frozenset()
+            for path in _simple_paths(adj, a, b, max_hops, through):
                 hops = list(zip(path[:-1], path[1:], strict=True))
                 relay = sum(v in rank_set for v in path[1:-1])
                 width = min(adj[u][v]["bandwidth"] for u, v in hops)
@@ -330,9 +334,12 @@ def _dijkstra(
     return dist, paths
 
 
-def _simple_paths(adj: Any, source: str, target: str, cutoff: int) -> Iterator[list[str]]:
+def _simple_paths(
+    adj: Any, source: str, target: str, cutoff: int, avoid: Any = frozenset()
+) -> Iterator[list[str]]:
     """Every simple path from ``source`` to ``target`` of at most ``cutoff`` links,
-    depth first in adjacency order (networkx's ``all_simple_paths`` order)."""
+    depth first in adjacency order (networkx's ``all_simple_paths`` order); with
+    ``avoid``, only those that pass through none of its vertices."""
     path = [source]
     on_path = {source}
     stack = [iter(adj[source])]
@@ -344,7 +351,7 @@ def _simple_paths(adj: Any, source: str, target: str, cutoff: int) -> Iterator[l
             continue
         if nxt == target:
             yield [*path, nxt]
-        elif len(path) < cutoff:
+        elif len(path) < cutoff and nxt not in avoid:
             path.append(nxt)
             on_path.add(nxt)
             stack.append(iter(adj[nxt]))
