@@ -62,12 +62,23 @@ def _csr(
     return ptr, values if order is None else values[order]
 
 
+#: most ranges :func:`concat_ranges` joins with ``np.repeat`` (half the numpy calls of
+#: the running sum: 156 ranges ~13 us against ~26 us; from ~4,000 ranges the sum wins)
+_FEW_RANGES = 1024
+
+
 def concat_ranges(starts: np.ndarray, lens: np.ndarray) -> np.ndarray:
     """The indices ``starts[i] .. starts[i] + lens[i] - 1`` of every ``i``, concatenated
-    (int64): the running sum of steps of 1 that jump to each range's start, one array
-    (a ``repeat`` by counts plus an ``arange`` took several times as long)."""
+    (int64). Up to :data:`_FEW_RANGES` ranges, each range's start (less the entries
+    before it) repeated by its length plus a count; beyond, the running sum of steps of
+    1 that jump to each range's start, one array (there a ``repeat`` by counts plus an
+    ``arange`` took several times as long)."""
     starts = np.asarray(starts, dtype=np.int64)
     lens = np.asarray(lens, dtype=np.int64)
+    if lens.size <= _FEW_RANGES:  # few ranges: each one's start repeated, plus a count
+        ends = lens.cumsum()
+        total = int(ends[-1]) if ends.size else 0
+        return np.repeat(starts - (ends - lens), lens) + np.arange(total, dtype=np.int64)
     if not lens.all():  # empty ranges add nothing
         keep = lens > 0
         starts, lens = starts[keep], lens[keep]
