@@ -41,7 +41,7 @@ def _compact(
         return used, index.astype(dtype, copy=False)
     lookup = np.zeros(num_links, dtype=dtype)
     lookup[entry_link] = 1
-    used = np.flatnonzero(lookup)
+    used = lookup.nonzero()[0]
     lookup[used] = np.arange(used.size, dtype=dtype)
     return used, lookup.take(entry_link)
 
@@ -51,7 +51,7 @@ def _csr(
 ) -> tuple[np.ndarray, np.ndarray]:
     """``values`` grouped by ``keys`` (0..n-1): (start offsets, grouped values);
     in their order within a group when ``stable``, else in any order."""
-    if keys.size < 2 or bool(np.all(keys[1:] >= keys[:-1])):
+    if keys.size < 2 or bool(np.logical_and.reduce(keys[1:] >= keys[:-1])):
         order = None
     elif n <= 1 << 16:  # a 16-bit stable sort is a radix sort
         order = np.argsort(keys.astype(np.uint16), kind="stable")
@@ -122,10 +122,10 @@ def _flow_table(ef: np.ndarray, el: np.ndarray, lens: np.ndarray, nlinks: int) -
     when padding would more than double the entries (then :func:`_csr` rows
     are used)."""
     num_flows = lens.size
-    width = int(lens.max())
+    width = int(np.maximum.reduce(lens))
     if width * num_flows > 2 * ef.size:
         return None
-    if ef.size > 1 and not bool(np.all(ef[1:] >= ef[:-1])):
+    if ef.size > 1 and not bool(np.logical_and.reduce(ef[1:] >= ef[:-1])):
         el = el[np.argsort(ef, kind="stable")]
     if el.size == width * num_flows:  # every flow has ``width`` links
         return el.reshape(num_flows, width)
@@ -175,14 +175,14 @@ def maxmin_rates(
     # saturated links at one level, whatever the order it meets them in.
     lptr, link_flows = _by_link(el, ef, nlinks, num_flows)
     # a (flow, link) pair listed twice puts the flow twice in the link's list
-    twice = link_flows.size > 1 and bool(np.any(link_flows[1:] == link_flows[:-1]))
+    twice = link_flows.size > 1 and bool(np.logical_or.reduce(link_flows[1:] == link_flows[:-1]))
     lens = np.bincount(ef, minlength=num_flows)  # links of each flow
     table = _flow_table(ef, el, lens, nlinks)
     if table is None:
         fptr, flow_links = _csr(ef, el, num_flows)
     # unfrozen flows per link (whole numbers), and a spare entry for the table's padding
     counts_pad = np.zeros(nlinks + 1)
-    counts_pad[:nlinks] = np.diff(lptr)
+    counts_pad[:nlinks] = lptr[1:] - lptr[:-1]  # np.diff, without its Python layer
     counts = counts_pad[:nlinks]
     lstart, lend = lptr[:-1].tolist(), lptr[1:].tolist()
     left = int(np.count_nonzero(lens))  # unfrozen flows
