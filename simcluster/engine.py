@@ -230,12 +230,13 @@ class Engine:
             name = cls.name
             append = rows.append
             for op, waits in ops:
-                for d in waits:
-                    ev = done[d]
-                    if ev.callbacks is not None:  # not yet processed
-                        yield ev
-                        now = env.now
-                start = max(t, now)
+                if waits:
+                    for d in waits:
+                        ev = done[d]
+                        if ev.callbacks is not None:  # not yet processed
+                            yield ev
+                            now = env.now
+                start = now if now > t else t  # max(t, now), without the call
                 if op.call is not None:  # a collective
                     if start > now:
                         yield env.timeout(start - now)
@@ -248,8 +249,9 @@ class Engine:
                     append((name, op.stream, op.id, op.category, start, t, op.call.nbytes, ""))
                     continue
                 t = start + op.duration
-                append((name, op.stream, op.id, op.category, start, t, 0.0, ""))
-                ev = done.get(op.id)
+                opid = op.id
+                append((name, op.stream, opid, op.category, start, t, 0.0, ""))
+                ev = done.get(opid)
                 if ev is not None:  # another stream waits for this op: fire it at t
                     _succeed_at(env, ev, t)
             if t > now:

@@ -184,13 +184,48 @@ def decode(raw: bytes, file: str | None) -> str:
     return text.removeprefix("\ufeff")
 
 
+_OPEN, _CLOSE, _SCALAR, _ALIAS, _OTHER = range(5)
+
+
+def _event_kind(ev: Any) -> int:
+    """What :func:`_scan_events` does with a parser event."""
+    if isinstance(ev, yaml.MappingStartEvent | yaml.SequenceStartEvent):
+        return _OPEN
+    if isinstance(ev, yaml.MappingEndEvent | yaml.SequenceEndEvent):
+        return _CLOSE
+    if isinstance(ev, yaml.AliasEvent):
+        return _ALIAS
+    if isinstance(ev, yaml.ScalarEvent):
+        return _SCALAR
+    return _OTHER
+
+
+#: :func:`_event_kind` of PyYAML's event classes, looked up by exact class (a
+#: dictionary look-up per event instead of up to four isinstance tests)
+_EVENT_KIND: dict[type, int] = {
+    yaml.MappingStartEvent: _OPEN,
+    yaml.SequenceStartEvent: _OPEN,
+    yaml.MappingEndEvent: _CLOSE,
+    yaml.SequenceEndEvent: _CLOSE,
+    yaml.ScalarEvent: _SCALAR,
+    yaml.AliasEvent: _ALIAS,
+    yaml.StreamStartEvent: _OTHER,
+    yaml.StreamEndEvent: _OTHER,
+    yaml.DocumentStartEvent: _OTHER,
+    yaml.DocumentEndEvent: _OTHER,
+}
+
+
 def _scan_events(text: str, file: str | None) -> None:
     """Depth and alias-expanded size of a YAML document, from its event stream."""
     anchors: dict[str, int] = {}
     stack: list[list[Any]] = []  # per open collection: [values inside so far, anchor]
     seen = 0  # values in the document with every alias expanded
     for ev in yaml.parse(text, Loader=_Base):
-        if isinstance(ev, yaml.MappingStartEvent | yaml.SequenceStartEvent):
+        kind = _EVENT_KIND.get(type(ev))
+        if kind is None:  # another class (a subclass): as the isinstance tests sort it
+            kind = _event_kind(ev)
+        if kind == _OPEN:
             if len(stack) >= MAX_DEPTH:
                 raise ConfigError(
                     file,
@@ -201,14 +236,14 @@ def _scan_events(text: str, file: str | None) -> None:
                 )
             stack.append([1, ev.anchor])
             seen += 1
-        elif isinstance(ev, yaml.MappingEndEvent | yaml.SequenceEndEvent):
+        elif kind == _CLOSE:
             count, anchor = stack.pop()
             if anchor is not None:
                 anchors[anchor] = count
             if stack:
                 stack[-1][0] += count
-        elif isinstance(ev, yaml.ScalarEvent | yaml.AliasEvent):
-            if isinstance(ev, yaml.AliasEvent):
+        elif kind == _SCALAR or kind == _ALIAS:
+            if kind == _ALIAS:
                 n = anchors.get(ev.anchor, 1)
             else:
                 n = 1

@@ -21,7 +21,7 @@ from simcluster.engine import Engine, Trace
 from simcluster.network.transport import with_transport
 from simcluster.program import CollectiveCall, RankClass
 from simcluster.schedules import BuildContext
-from simcluster.topology import load_topology, topology_ranks_per_node
+from simcluster.topology import load_topology, load_topology_for_ranks, topology_ranks_per_node
 
 __all__ = ["Simulation", "nodes_for"]
 
@@ -57,7 +57,10 @@ class Simulation:
         cache = clusters if clusters is not None else {}
         if nodes is None:
             built = next(iter(cache.values()), None)
-            per_node = built.ranks_per_node if built is not None else None
+            if built is None:  # nodes_for's count and that cluster, the file looked up once
+                built = load_topology_for_ranks(topology, gpus)
+                cache[built.num_nodes] = built
+            per_node = built.ranks_per_node
             nodes = math.ceil(gpus / per_node) if per_node else nodes_for(topology, gpus)
         if nodes not in cache:
             cache[nodes] = load_topology(topology, num_nodes=nodes)

@@ -112,7 +112,7 @@ def test_whole_node_ring_orders(topology, gpus):
 def test_binary_tree_edge_array_matches_the_loop():
     from simcluster.collectives.tree import binary_tree_edge_array, binary_tree_edges, second_tree
 
-    for n in [*range(0, 70), 255, 256, 257, 1000, 4097]:
+    for n in [*range(0, 70), 127, 128, 129, 200, 255, 256, 257, 1000, 4097]:  # both paths
         edges = binary_tree_edges(n)
         arr = binary_tree_edge_array(n)
         assert [tuple(e) for e in arr.tolist()] == edges

@@ -215,6 +215,23 @@ def test_dgx1_cube_mesh_degree():
     assert kinds == {"nvlink"}
 
 
+@pytest.mark.parametrize("name", SHIPPED)
+def test_template_adjacency_is_networkx_order(name):
+    # compute_paths reads plain dicts in the order networkx's graph of the template
+    # would give them (path ties are broken by that order)
+    from simcluster.topology.nodes import _adjacency, _edge_list
+
+    t = load_topology(name, 1).template
+    extra = [("x0", t.ranks[0], {"kind": "pcie", "latency": 1.0})]  # a vertex met in an edge
+    g = t.graph()
+    g.add_edges_from(extra)
+    adj = _adjacency(t.vertices, [*t.edges, *extra])
+    assert [(u, list(n.items())) for u, n in adj.items()] == [
+        (u, list(n.items())) for u, n in g.adjacency()
+    ]
+    assert list(_edge_list(adj)) == list(g.edges(data=True))
+
+
 def test_nvswitch_node_routes_through_switch():
     c = load_topology("dgx-a100", 2)
     r = c.route(0, 7)

@@ -113,3 +113,89 @@ def test_bad_tree_channel_cap_is_a_config_error():
     with pytest.raises(ConfigError, match=r"tree_channel_max_GBps\[1\]"):
         parse_tree_channel_max({"tree_channel_max_GBps": [1.0, "x", 2.0]}, "x.json")
     assert parse_tree_channel_max({}, "x.json") is None
+
+
+def _node_rings_reference(template) -> list[list[int]]:
+    """channels.node_rings's greedy written with a dict of link loads, scored afresh
+    for every candidate (the code it replaced): the tabulated rounds must agree."""
+    from simcluster.collectives.channels import MAX_RINGS, hamiltonian_cycles
+
+    R = template.ranks_per_node
+    index = {v: i for i, v in enumerate(template.ranks)}
+    cap = {}
+    for u, v, a in template.edges:
+        if a["kind"] == "nvlink" and u in index and v in index:
+            i, j = index[u], index[v]
+            cap[(i, j)] = cap[(j, i)] = float(a["bandwidth"])
+    if R < 3 or not cap:
+        return [list(range(R))]
+    adj = [sorted(j for (i, j) in cap if i == k) for k in range(R)]
+    cycles = hamiltonian_cycles(adj)
+    if not cycles:
+        return [list(range(R))]
+    directed = [r for c in cycles for r in (list(c), [c[0], *reversed(c[1:])])]
+
+    def edges(order):
+        return [(order[i], order[(i + 1) % R]) for i in range(R)]
+
+    def score(counts, k):
+        worst = max(n / cap[e] for e, n in counts.items())
+        spread = sum((n / cap[e]) ** 2 for e, n in counts.items())
+        return worst / k, spread / (k * k)
+
+    load: dict = {}
+    chosen, times = [], []
+    while len(chosen) < MAX_RINGS:
+        pick, pick_score = None, (float("inf"), float("inf"))
+        k = len(chosen) + 1
+        for order in directed:
+            for e in edges(order):
+                load[e] = load.get(e, 0) + 1
+            s = score(load, k)
+            for e in edges(order):
+                load[e] -= 1
+            if s[0] < pick_score[0] * (1 - 1e-9) or (
+                s[0] <= pick_score[0] * (1 + 1e-9) and s[1] < pick_score[1] * (1 - 1e-9)
+            ):
+                pick, pick_score = order, s
+        chosen.append(pick)
+        times.append(pick_score[0])
+        for e in edges(pick):
+            load[e] = load.get(e, 0) + 1
+    candidates = [(times[i], i + 1, chosen[: i + 1]) for i in range(len(chosen))]
+    if len(directed) <= MAX_RINGS:
+        every: dict = {}
+        for order in directed:
+            for e in edges(order):
+                every[e] = every.get(e, 0) + 1
+        candidates.append((score(every, len(directed))[0], len(directed), directed))
+    best = min(candidates, key=lambda c: (c[0] * (1 + 1e-9), c[1]))
+    return [list(r) for r in best[2]]
+
+
+def test_node_rings_match_the_dict_greedy_on_random_meshes():
+    import random
+    import types
+
+    from simcluster.collectives.channels import node_rings
+
+    rng = random.Random(7)
+    meshes = 0
+    for _ in range(120):
+        R = rng.randint(3, 6)
+        p = rng.choice([0.5, 0.8, 1.0])
+        bws = rng.choice([[25e9], [25e9, 50e9], [25e9, 50e9, 75e9, 1e9 / 3]])
+        edges = [
+            (f"gpu{a}", f"gpu{b}", {"kind": "nvlink", "bandwidth": rng.choice(bws)})
+            for a in range(R)
+            for b in range(a + 1, R)
+            if rng.random() < p
+        ]
+        rng.shuffle(edges)
+        t = types.SimpleNamespace(
+            ranks_per_node=R, ranks=[f"gpu{i}" for i in range(R)], edges=edges
+        )
+        got = node_rings(t)
+        assert got == _node_rings_reference(t)
+        meshes += len(got) > 1
+    assert meshes > 40  # most draws have NVLink rings to choose among

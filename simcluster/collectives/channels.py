@@ -93,27 +93,44 @@ def node_rings(template) -> list[list[int]]:
         spread = sum((n / cap[e]) ** 2 for e, n in counts.items())
         return worst / k, spread / (k * k)
 
-    load: dict[tuple[int, int], int] = {}
     chosen: list[list[int]] = []
     times: list[float] = []
     ring_edges = [edges(order) for order in directed]  # listed once, read every round
+    # The greedy rounds score every ring added to the load so far. Links are numbered
+    # in order of first appearance over the rings (the order a dict of loads filled
+    # ring by ring would list them), each link's terms n / cap and (n / cap) ** 2 of
+    # score() tabulated for the loads it can reach: a candidate's terms are the
+    # current ones with its own links' raised by one, added up in link order (a
+    # link not loaded yet adds 0.0, which leaves the sums as they were).
+    number: dict[tuple[int, int], int] = {}
+    for es in ring_edges:
+        for e in es:
+            number.setdefault(e, len(number))
+    caps = [cap[e] for e in number]
+    most = MAX_RINGS + 2  # loads 0 .. MAX_RINGS + 1: a ring crosses a link at most once
+    ratio = [[n / c for n in range(most)] for c in caps]
+    square = [[(n / c) ** 2 for n in range(most)] for c in caps]
+    ring_ids = [[number[e] for e in es] for es in ring_edges]
+    load = [0] * len(caps)
+    worst_now = [0.0] * len(caps)  # ratio[i][load[i]]
+    spread_now = [0.0] * len(caps)  # square[i][load[i]]
     while len(chosen) < MAX_RINGS:
-        pick, pick_score = None, (float("inf"), float("inf"))
+        pick, pick_ids, pick_score = None, None, (float("inf"), float("inf"))
         k = len(chosen) + 1
-        for order, es in zip(directed, ring_edges, strict=True):
-            for e in es:
-                load[e] = load.get(e, 0) + 1
-            s = score(load, k)
-            for e in es:
-                load[e] -= 1
+        for order, ids in zip(directed, ring_ids, strict=True):
+            w, q = worst_now.copy(), spread_now.copy()
+            for i in ids:  # distinct links: a cycle leaves each GPU once
+                w[i], q[i] = ratio[i][load[i] + 1], square[i][load[i] + 1]
+            s = max(w) / k, sum(q) / (k * k)
             if s[0] < pick_score[0] * (1 - 1e-9) or (
                 s[0] <= pick_score[0] * (1 + 1e-9) and s[1] < pick_score[1] * (1 - 1e-9)
             ):
-                pick, pick_score = order, s
+                pick, pick_ids, pick_score = order, ids, s
         chosen.append(pick)
         times.append(pick_score[0])
-        for e in edges(pick):
-            load[e] = load.get(e, 0) + 1
+        for i in pick_ids:
+            load[i] += 1
+            worst_now[i], spread_now[i] = ratio[i][load[i]], square[i][load[i]]
     candidates = [(times[i], i + 1, chosen[: i + 1]) for i in range(len(chosen))]
     if len(directed) <= MAX_RINGS:  # every NVLink ring, each once
         every: dict[tuple[int, int], int] = {}

@@ -279,7 +279,9 @@ def _envelope(ctx: CommContext, batch: FlowBatch) -> tuple[np.ndarray, np.ndarra
     hit = batch._cache.get(key)
     if hit is None:
         rates = _tuner_rates(ctx, batch)
-        lat = np.broadcast_to(np.asarray(batch.latency, dtype=np.float64), rates.shape)
+        lat = np.asarray(batch.latency, dtype=np.float64)
+        if lat.shape != rates.shape:  # (a per-flow latency needs no broadcast)
+            lat = np.broadcast_to(lat, rates.shape)
         with np.errstate(divide="ignore", invalid="ignore"):
             per_byte = np.where(batch.nbytes > 0, batch.nbytes / rates, 0.0)
         if one_value(lat):

@@ -213,7 +213,8 @@ def check_near_misses(data: Any, model: Any, file: str | None, prefix: tuple = (
     open_section = model.model_config.get("extra") == "allow"  # strict ones refuse any key
     for key, value in data.items():
         if key in model.model_fields:
-            check_near_misses(value, annotation_at(model, (key,)), file, (*prefix, key))
+            if isinstance(value, dict):  # nothing to check in a plain value: skip the look-ups
+                check_near_misses(value, annotation_at(model, (key,)), file, (*prefix, key))
             continue
         near = did_you_mean(str(key), fields) if open_section else []
         if near:

@@ -25,7 +25,7 @@ import simpy
 
 from simcluster.network import symmetry
 from simcluster.network.flow import FlowBatch, FlowSpec, one_value
-from simcluster.network.maxmin import concat_ranges, maxmin_rates
+from simcluster.network.maxmin import concat_ranges, filled, maxmin_rates
 from simcluster.registry import Registry
 
 __all__ = [
@@ -67,7 +67,10 @@ class NetworkBackend:
 
     def _account(self, batch: FlowBatch) -> None:
         self.flows_started += batch.num_flows
-        self.inter_node_bytes += float(batch.nbytes[batch.crosses(self.inter_node_link)].sum())
+        # np.add.reduce: what ndarray.sum runs, without its Python layer (as below)
+        self.inter_node_bytes += float(
+            np.add.reduce(batch.nbytes[batch.crosses(self.inter_node_link)])
+        )
 
     def transfer(self, flows: FlowBatch | Sequence[FlowSpec]) -> simpy.Event:  # pragma: no cover
         raise NotImplementedError
@@ -233,33 +236,40 @@ class _FlowTable:
 
     def compact_and_add(self, batch: FlowBatch, owner: int, now: float) -> None:
         """Drop ended flows, bring the live ones' ``rem`` to ``now``, append ``batch``."""
-        keep = np.flatnonzero(self.alive)
+        keep = self.alive.nonzero()[0]
+        new_links, lens_new = batch.by_flow()
+        n_new = batch.num_flows
+        size = batch.nbytes.astype(np.float64)
         if keep.size:
             links = self.entries(keep)[1]
             kept_lens, kept_size, kept = self.nlinks[keep], self.size[keep], self.owner[keep]
             rem = self.rem[keep] - self.rate[keep] * (now - self.tref[keep])
-        else:  # an idle network (most arrivals): the same empty arrays without the gathers
-            links, kept_lens, kept = self.links[:0], self.nlinks[:0], self.owner[:0]
-            rem, kept_size = self.rem[:0], self.size[:0]
-        new_links, lens_new = batch.by_flow()
-        n_new = batch.num_flows
-        lens = np.concatenate([kept_lens, lens_new])
-        self.links = np.concatenate([links, new_links])
-        # sorted flows 0..n_new-1 with lens_new entries each: what np.repeat would build
-        self.entry_flow = batch.sorted_entry_flow() if keep.size == 0 else None
-        self.ptr = np.cumsum(lens) - lens
+            lens = np.concatenate([kept_lens, lens_new])
+            self.links = np.concatenate([links, new_links])
+            self.entry_flow = None
+            self.rem = np.concatenate([rem, size])
+            self.size = np.concatenate([kept_size, size])
+            self.sole_owner = owner if bool((kept == owner).all()) else -1
+            self.owner = np.concatenate([kept, filled(n_new, owner, np.int64)])
+        else:  # an idle network (most arrivals): copies of the batch's arrays, no joins
+            # (new arrays, as the joins made: the batch keeps its own, and
+            # FoldedMaxMinNetwork knows a table by the identity of its links)
+            lens = lens_new.astype(np.int64)
+            self.links = new_links.astype(np.int64)
+            # sorted flows 0..n_new-1 with lens_new entries each: what np.repeat would build
+            self.entry_flow = batch.sorted_entry_flow()
+            self.rem = size.copy()
+            self.size = size
+            self.sole_owner = owner
+            self.owner = filled(n_new, owner, np.int64)
+        self.ptr = lens.cumsum() - lens
         self.nlinks = lens
-        size = batch.nbytes.astype(np.float64)
-        self.rem = np.concatenate([rem, size])
-        self.size = np.concatenate([kept_size, size])
-        self.sole_owner = owner if not keep.size or bool((kept == owner).all()) else -1
-        self.owner = np.concatenate([kept, np.full(n_new, owner, dtype=np.int64)])
         n = self.size.size
         self.tref = np.full(n, now)
         self.rate = np.zeros(n)
-        self.tdone = np.full(n, np.inf)
-        self.tslack = np.full(n, np.inf)
-        self.alive = np.ones(n, dtype=bool)
+        self.tdone = filled(n, np.inf)
+        self.tslack = filled(n, np.inf)
+        self.alive = filled(n, True, bool)
         self.num_alive = n
         self.epoch += 1
 
@@ -318,7 +328,7 @@ class MaxMinNetwork(NetworkBackend):
     # -- internals ------------------------------------------------------------
     def _start(self, batch: FlowBatch, owner: _Owner) -> None:
         moving = (batch.by_flow()[1] > 0) & (batch.nbytes > 0)  # has links and bytes
-        instant = int(batch.num_flows - moving.sum())
+        instant = batch.num_flows - np.count_nonzero(moving)
         if instant:
             owner.finish(instant)
         if instant < batch.num_flows:
@@ -374,7 +384,7 @@ class MaxMinNetwork(NetworkBackend):
         order = ft.order()
         if order is not None and order.top_rate() < threshold:
             return
-        aff = np.flatnonzero(ft.rate >= threshold)
+        aff = (ft.rate >= threshold).nonzero()[0]
         if aff.size == 0:
             return
         ft.rem[aff] -= ft.rate[aff] * (now - ft.tref[aff])
@@ -411,7 +421,7 @@ class MaxMinNetwork(NetworkBackend):
         if ft.num_alive == 0:
             return
         order = ft.order()
-        wake = float(ft.tdone.min()) if order is None else order.first_done()
+        wake = float(np.minimum.reduce(ft.tdone)) if order is None else order.first_done()
         version = self._version
         t = self.env.timeout(max(wake - self.env.now, 0.0))
         t.callbacks.append(lambda _e: self._on_wakeup(version))
@@ -424,12 +434,12 @@ class MaxMinNetwork(NetworkBackend):
         # Flows within a hair of completion finish together (float round-off).
         order = ft.order(build=True)
         if order is None:
-            ended = np.flatnonzero(ft.tslack <= now)
+            ended = (ft.tslack <= now).nonzero()[0]
             rates = ft.rate[ended]
         else:
             ended, rates = order.ending(now)
         if ended.size == 0:  # numerical slack: finish the closest
-            ended = np.flatnonzero(ft.tdone <= ft.tdone.min())
+            ended = (ft.tdone <= ft.tdone.min()).nonzero()[0]
             rates = ft.rate[ended]
             ft.drop_order()  # these may lie anywhere in its tslack order
         # A flow's rate is the level of its bottleneck, the lowest of its links.

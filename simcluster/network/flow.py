@@ -25,7 +25,7 @@ def one_value(a: np.ndarray) -> bool:
     would return its first element: callers skip that sort, whose fixed cost dominates
     on the small arrays of most phases). NaN is never equal, so arrays with one are
     left to ``np.unique``."""
-    return bool(a.ndim == 1 and a.size and a[0] == a[-1] and (a == a[0]).all())
+    return bool(a.ndim == 1 and a.size and a[0] == a[-1] and np.logical_and.reduce(a == a[0]))
 
 
 @dataclass(frozen=True, slots=True)

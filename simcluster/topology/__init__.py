@@ -16,6 +16,7 @@ from simcluster.topology.cluster import (
     build_cluster,
     list_topologies,
     load_topology,
+    load_topology_for_ranks,
     topologies_dir,
     topology_ranks_per_node,
 )
@@ -67,6 +68,7 @@ __all__ = [
     "format_latency",
     "list_topologies",
     "load_topology",
+    "load_topology_for_ranks",
     "nvlink_full_node",
     "nvlink_mesh_node",
     "nvswitch_node",

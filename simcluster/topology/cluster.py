@@ -34,6 +34,7 @@ __all__ = [
     "Cluster",
     "build_cluster",
     "load_topology",
+    "load_topology_for_ranks",
     "list_topologies",
     "topologies_dir",
 ]
@@ -224,8 +225,11 @@ class Cluster:
         src = np.asarray(src, dtype=np.int64).reshape(-1)
         dst = np.asarray(dst, dtype=np.int64).reshape(-1)
         for arr, what in ((src, "source"), (dst, "destination")):
-            bad = (arr < 0) | (arr >= self.num_ranks)
-            if bad.any():
+            # two reductions test the range; the first bad rank is looked for only then
+            if arr.size and (
+                np.minimum.reduce(arr) < 0 or np.maximum.reduce(arr) >= self.num_ranks
+            ):
+                bad = (arr < 0) | (arr >= self.num_ranks)
                 self._check_rank(int(arr[bad][0]), what)
         pairs, to_nic, from_nic, rank_nic = self._local_tables
         R, E2 = self.ranks_per_node, 2 * self._edges_per_node
@@ -235,10 +239,11 @@ class Cluster:
         inter = ns != nd
 
         def shifted(table: np.ndarray, rows: np.ndarray, offset: np.ndarray, mask: np.ndarray):
-            out = np.full((src.size, table.shape[1]), -1, dtype=np.int64)
-            part = table[rows[mask]]
-            out[mask] = np.where(part >= 0, part + offset[mask, None], -1)
-            return out
+            # every pair's row of ``table`` shifted by its offset, -1 outside ``mask``:
+            # the same array as filling -1 and writing the masked rows, in fewer
+            # operations (rows outside the mask index the table too, and are dropped)
+            part = table[rows]
+            return np.where((part >= 0) & mask[:, None], part + offset[:, None], -1)
 
         blocks = [shifted(pairs, ls * R + ld, ns * E2, intra)]
         if inter.any():
@@ -717,6 +722,16 @@ def _spec_at(path: Path) -> TopologySpec:
             _SPECS.clear()
         _SPECS[key] = spec
     return spec
+
+
+def load_topology_for_ranks(name_or_path: str, ranks: int) -> Cluster:
+    """:func:`load_topology` with the nodes that ``ranks`` ranks fill (the last one may
+    be partial): ``num_nodes = ceil(ranks / topology_ranks_per_node(...))``, the file
+    found and checked once for both."""
+    path = _resolve(name_or_path)
+    spec = _spec_at(path)
+    per_node = _template(spec, str(path))[0].ranks_per_node
+    return build_cluster(spec, math.ceil(ranks / per_node), file=str(path))
 
 
 def topology_ranks_per_node(name_or_path: str) -> int:

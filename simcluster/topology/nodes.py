@@ -148,23 +148,26 @@ class NodeTemplate:
         total_lat = sum(a["latency"] for _, _, a in self.edges) or 1.0
         scale = 0.5 / total_lat
 
-        g = self.graph()
-        for _u, _v, a in g.edges(data=True):
+        g = _adjacency(self.vertices, self.edges)
+        for _u, _v, a in _edge_list(g):
             a["w"] = 1.0 + a["latency"] * scale
         rank_set = set(self.ranks)
-        transit = g.subgraph([n for n in g.nodes if n not in rank_set])
         dist: dict[str, dict[str, float]] = {}
         paths: dict[str, dict[str, list[str]]] = {}
-        adj = {u: {v: a["w"] for v, a in transit.adj[u].items()} for u in transit}
+        adj = {
+            u: {v: a["w"] for v, a in nbrs_u.items() if v not in rank_set}
+            for u, nbrs_u in g.items()
+            if u not in rank_set
+        }  # the links between non-rank vertices (networkx's subgraph of them)
         for src in adj:
             dist[src], paths[src] = _dijkstra(adj, src)
 
         def nbrs(r: str) -> list[tuple[str, float]]:
-            return [(u, g[r][u]["w"]) for u in g.adj[r] if u not in rank_set]
+            return [(u, a["w"]) for u, a in g[r].items() if u not in rank_set]
 
         def best(a: str, b: str) -> list[str] | None:
             cand: tuple[float, list[str]] | None = None
-            if g.has_edge(a, b):
+            if b in g[a]:
                 cand = (g[a][b]["w"], [a, b])
             for u, wa in nbrs(a):
                 du = dist[u]
@@ -228,17 +231,52 @@ class NodeTemplate:
 NVLINK_KINDS = frozenset({"nvlink", "nvswitch"})
 
 
-def _nvlink_paths(g: nx.Graph, ranks: Sequence[str], max_hops: int = 4) -> dict:
-    """Best all-NVLink path per ordered rank pair that has one (vertex lists).
+def _adjacency(
+    vertices: Sequence[tuple[str, dict]], edges: Sequence[tuple[str, str, dict]]
+) -> dict[str, dict[str, dict]]:
+    """``{u: {v: edge attributes}}`` as ``networkx.Graph`` builds it from ``vertices``
+    then ``edges`` (``add_nodes_from``, ``add_edges_from``): vertices in order of first
+    appearance, each one's neighbours in edge order, one attribute dict per edge (a
+    copy, shared by both directions; a repeated edge updates it). Plain dicts: a first
+    networkx graph of the process cost about 0.3 ms to build."""
+    adj: dict[str, dict[str, dict]] = {v: {} for v, _ in vertices}
+    for u, v, a in edges:
+        nu = adj.get(u)
+        if nu is None:
+            nu = adj[u] = {}
+        nv = adj.get(v)
+        if nv is None:
+            nv = adj[v] = {}
+        d = nu.get(v)
+        if d is None:
+            d = {}
+        d.update(a)
+        nu[v] = d
+        nv[u] = d
+    return adj
+
+
+def _edge_list(adj: dict[str, dict[str, dict]]) -> Iterator[tuple[str, str, dict]]:
+    """Each edge of ``adj`` once, as ``networkx.Graph.edges(data=True)`` lists them:
+    from the earlier vertex, vertices in order, neighbours in order."""
+    seen: set[str] = set()
+    for u, nbrs in adj.items():
+        for v, a in nbrs.items():
+            if v not in seen:
+                yield u, v, a
+        seen.add(u)
+
+
+def _nvlink_paths(g: dict[str, dict[str, dict]], ranks: Sequence[str], max_hops: int = 4) -> dict:
+    """Best all-NVLink path per ordered rank pair that has one (vertex lists), over
+    the adjacency ``g`` (:func:`_adjacency`).
 
     Order: fewer GPU relays, wider bottleneck (bytes/s), lower
     latency (s), fewer hops; paths of at most ``max_hops`` links (an NVSwitch
     hop is two links, GPU -> switch -> GPU).
     """
-    nv = nx.Graph()
-    nv.add_edges_from((u, v, a) for u, v, a in g.edges(data=True) if a.get("kind") in NVLINK_KINDS)
+    adj = _adjacency((), [e for e in _edge_list(g) if e[2].get("kind") in NVLINK_KINDS])
     rank_set = set(ranks)
-    adj = {u: dict(nbrs) for u, nbrs in nv.adjacency()}  # plain dicts, same order
     out: dict[tuple[str, str], list[str]] = {}
     for a in ranks:
         if a not in adj:
@@ -247,7 +285,11 @@ def _nvlink_paths(g: nx.Graph, ranks: Sequence[str], max_hops: int = 4) -> dict:
             if b == a or b not in adj:
                 continue
             best_key, best_path = None, None
-            for path in _simple_paths(adj, a, b, max_hops):
+            # with a direct link (no relay) a path through another GPU (a relay) never
+            # wins: the search does not go through one (the paths it still lists come
+            # in the same order)
+            through = rank_set - {b} if b in adj[a] else frozenset()
+            for path in _simple_paths(adj, a, b, max_hops, through):
                 hops = list(zip(path[:-1], path[1:], strict=True))
                 relay = sum(v in rank_set for v in path[1:-1])
                 width = min(adj[u][v]["bandwidth"] for u, v in hops)
@@ -292,9 +334,12 @@ def _dijkstra(
     return dist, paths
 
 
-def _simple_paths(adj: Any, source: str, target: str, cutoff: int) -> Iterator[list[str]]:
+def _simple_paths(
+    adj: Any, source: str, target: str, cutoff: int, avoid: Any = frozenset()
+) -> Iterator[list[str]]:
     """Every simple path from ``source`` to ``target`` of at most ``cutoff`` links,
-    depth first in adjacency order (networkx's ``all_simple_paths`` order)."""
+    depth first in adjacency order (networkx's ``all_simple_paths`` order); with
+    ``avoid``, only those that pass through none of its vertices."""
     path = [source]
     on_path = {source}
     stack = [iter(adj[source])]
@@ -306,7 +351,7 @@ def _simple_paths(adj: Any, source: str, target: str, cutoff: int) -> Iterator[l
             continue
         if nxt == target:
             yield [*path, nxt]
-        elif len(path) < cutoff:
+        elif len(path) < cutoff and nxt not in avoid:
             path.append(nxt)
             on_path.add(nxt)
             stack.append(iter(adj[nxt]))
