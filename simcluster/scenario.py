@@ -291,14 +291,17 @@ def _check_names(sc: Scenario, file: str | None) -> None:
     def named_or_file(value: str, known: list[str], suffixes: tuple[str, ...]) -> bool:
         return value in known or (Path(value).suffix in suffixes and Path(value).is_file())
 
-    if not named_or_file(sc.profile, list_profiles(), (".json",)):
-        raise unknown("profile", "profile", sc.profile, list_profiles())
-    if not named_or_file(sc.network_profile, list_network_profiles(), (".json",)):
-        raise unknown(
-            "network profile", "network_profile", sc.network_profile, list_network_profiles()
-        )
-    if not named_or_file(sc.topology, list_topologies(), (".yaml", ".yml")):
-        raise unknown("topology", "topology", sc.topology, list_topologies())
+    from simcluster.paths import network_profiles_dir, not_found, profiles_dir, topology_dirs
+
+    for kind, field, value, known, suffixes, folders in (
+        ("profile", "profile", sc.profile, list_profiles(), (".json",), [profiles_dir()]),
+        ("network profile", "network_profile", sc.network_profile, list_network_profiles(),
+         (".json",), [network_profiles_dir()]),
+        ("topology", "topology", sc.topology, list_topologies(), (".yaml", ".yml"),
+         topology_dirs()),
+    ):  # fmt: skip
+        if not named_or_file(value, known, suffixes):
+            raise not_found(kind, value, known, suffixes, folders, file=file, field=field)
     prof = load_profile(sc.profile)
     load_network_profile(sc.network_profile)
     _check_precision(sc, prof, file)

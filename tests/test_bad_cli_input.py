@@ -220,7 +220,7 @@ def test_reference_case_scenario_too_long_for_a_path_is_named_at_load(tmp_path, 
         (["nccl-tests", "--topology", "dgx-a100", "--profile", "x" * 300],
          "profile: unknown profile"),
         (["nccl-tests", "--topology", "dgx-a100", "--network-profile", "x" * 300 + ".json"],
-         "network profile: unknown network profile"),
+         "network profile: no such network profile file"),
     ],
 )  # fmt: skip
 def test_name_too_long_for_a_path_is_an_unknown_name(capsys, argv, shown):

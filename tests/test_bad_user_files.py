@@ -414,3 +414,60 @@ def test_node_of_more_than_1024_ranks_is_refused_before_routing(tmp_path, capsys
     assert main(["topo", str(p), "--no-png"]) == 2
     line = _error(capsys)
     assert str(p) in line and "node.gpus" in line and "4000" in line and "1024" in line
+
+
+# ------------------------------------------------- names that are folders or broken links
+
+
+def _not_a_file(folder: Path, name: str, how: str) -> Path:
+    """``folder/name`` made a folder, a link to nothing, or a link to itself."""
+    folder.mkdir(parents=True, exist_ok=True)
+    p = folder / name
+    if how == "folder":
+        p.mkdir()
+    elif how == "dangling":
+        p.symlink_to(folder / "gone")
+    else:
+        p.symlink_to(p.name)  # a link loop
+    return p
+
+
+_WHY = {
+    "folder": "is a folder",
+    "dangling": "which is not there",
+    "loop": "is a link loop",
+}
+
+
+@pytest.mark.parametrize("how", list(_WHY))
+@pytest.mark.parametrize(
+    "kind, by",
+    [("scenario", "name"), ("scenario", "path"), ("topology", "name"), ("topology", "path"),
+     ("profile", "path"), ("network_profile", "path")],  # profiles: shipped names only
+)  # fmt: skip
+def test_a_name_or_path_that_is_a_folder_or_broken_link_says_so(
+    tmp_path, capsys, monkeypatch, kind, by, how
+):
+    """Was: "no such scenario file; did you mean 'loop'?" (the name itself offered back),
+    "unknown topology 'loop'" while `list` showed it, "unknown profile" for a path."""
+    user = tmp_path / "user"
+    suffix = ".json" if kind.endswith("profile") else ".yaml"
+    entry = _not_a_file(user, f"odd{suffix}", how)
+    if kind in ("scenario", "topology"):
+        env = "SIMCLUSTER_SCENARIOS" if kind == "scenario" else "SIMCLUSTER_TOPOLOGIES"
+        monkeypatch.setenv(env, str(user))
+    value = "odd" if by == "name" else str(entry)
+    out = ["--out", str(tmp_path / "out"), "--no-plots"]
+    if kind == "scenario":
+        argv = ["run", value, *out]
+    else:
+        sc = {**fuzz.TINY, kind: value}
+        (tmp_path / "sc.yaml").write_text(yaml.safe_dump(sc))
+        argv = ["run", str(tmp_path / "sc.yaml"), *out]
+    assert main(argv) == 2
+    line = _error(capsys)
+    assert str(entry) in line and _WHY[how] in line, line
+    assert "did you mean" not in line and "unknown" not in line, line
+    if kind == "topology":  # the listing offers no name that cannot be read
+        assert main(["list", "--json"]) == 0
+        assert "odd" not in capsys.readouterr().out

@@ -16,9 +16,9 @@ from typing import Any
 
 from simcluster.compute.profile import DeviceProfile, SpecProfile
 from simcluster.compute.profile_schema import validate_network, validate_spec_device
-from simcluster.errors import ConfigError, UnknownNameError, did_you_mean
+from simcluster.errors import ConfigError, did_you_mean
 from simcluster.inputs import load_json
-from simcluster.paths import is_file, network_profiles_dir, profiles_dir
+from simcluster.paths import is_file, network_profiles_dir, not_found, profiles_dir
 from simcluster.registry import Registry
 
 __all__ = [
@@ -63,7 +63,7 @@ class NetworkProfile:
 
 
 def _names(folder: Path) -> list[str]:
-    return sorted(p.stem for p in folder.glob("*.json")) if folder.is_dir() else []
+    return sorted(p.stem for p in folder.glob("*.json") if is_file(p)) if folder.is_dir() else []
 
 
 def list_profiles() -> list[str]:
@@ -82,14 +82,14 @@ def _resolve(
     path: str | None = None,
 ) -> Path:
     """The file of ``name_or_path``: a ``.json`` path, else ``folder/<name>.json``;
-    else an UnknownNameError listing ``known()`` (the folder is listed only then)."""
+    else a ConfigError: why a path is not a file, or an unknown name listing ``known()``."""
     p = Path(name_or_path)
     if p.suffix == ".json" and is_file(p):
         return p
     candidate = folder / f"{name_or_path}.json"
     if is_file(candidate):
         return candidate
-    raise UnknownNameError(kind, name_or_path, known(), path=path)
+    raise not_found(kind, str(name_or_path), known(), (".json",), [folder], field=path)
 
 
 def profile_path(name_or_path: str, flag: str | None = None) -> Path:
