@@ -291,7 +291,8 @@ def load_json(path: str | Path, what: str = "JSON file") -> Any:
 
 
 def check_tree(data: Any, file: str | None, prefix: tuple[Any, ...] = ()) -> None:
-    """Refuse non-finite floats and nesting deeper than :data:`MAX_DEPTH` in parsed data."""
+    """Refuse non-finite floats, mapping keys that are not text (``1:``, ``on:``, ``~:``)
+    and nesting deeper than :data:`MAX_DEPTH` in parsed data."""
     if not _tree_ok(data):
         _refuse_tree(data, file, prefix)
 
@@ -310,10 +311,23 @@ def _tree_ok(data: Any) -> bool:
             if not math.isfinite(value):
                 return False
         elif isinstance(value, dict):
+            if not all(type(k) is str for k in value):
+                return False
             todo.extend((v, depth + 1) for v in value.values())
         elif isinstance(value, list | tuple):
             todo.extend((v, depth + 1) for v in value)
     return True
+
+
+def _key_kind(key: Any) -> str:
+    """What YAML read a key that is not text as (``on:`` is a boolean, ``1:`` a number)."""
+    if key is None:
+        return "null (YAML reads ~ and null so)"
+    if isinstance(key, bool):
+        return "a boolean (YAML reads yes/no/on/off/true/false so)"
+    if isinstance(key, int | float):
+        return "a number"
+    return f"a {type(key).__name__}"
 
 
 def _refuse_tree(data: Any, file: str | None, prefix: tuple[Any, ...]) -> None:
@@ -339,6 +353,13 @@ def _refuse_tree(data: Any, file: str | None, prefix: tuple[Any, ...]) -> None:
                     file, format_path(loc), value, "not a finite number", "finite numbers"
                 )
         elif isinstance(value, dict):
+            for k in value:
+                if type(k) is not str:
+                    where = format_path(loc) if loc else "<root>"
+                    raise ConfigError(
+                        file, where, k, f"a key that is {_key_kind(k)}, not a name",
+                        "a field name (text); quote a key YAML reads otherwise, e.g. 'on': or '1':",
+                    )  # fmt: skip
             todo.extend((v, (*loc, str(k))) for k, v in value.items())
         elif isinstance(value, list | tuple):
             todo.extend((v, (*loc, i)) for i, v in enumerate(value))

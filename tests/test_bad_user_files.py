@@ -8,6 +8,7 @@ is allowed. None needs torch or simulates more than a second.
 
 from __future__ import annotations
 
+import copy
 import json
 import sys
 from pathlib import Path
@@ -471,3 +472,44 @@ def test_a_name_or_path_that_is_a_folder_or_broken_link_says_so(
     if kind == "topology":  # the listing offers no name that cannot be read
         assert main(["list", "--json"]) == 0
         assert "odd" not in capsys.readouterr().out
+
+
+# ----------------------------------------------------------- keys that are not names
+
+
+@pytest.mark.parametrize(
+    "where, key, shown",
+    [
+        ("<root>", "on", "a boolean"),
+        ("<root>", "2020-01-01", "a date"),
+        ("workload", "~", "null"),
+        ("study", "8", "a number"),
+        ("schedules[0].options", "1.5", "a number"),
+        ("topology:node.nics", "3", "a number"),
+    ],
+)
+def test_a_mapping_key_yaml_reads_as_no_name_is_named(tmp_path, where, key, shown, capsys):
+    """Was: "study[1]: Keys should be strings" (pydantic's words, the key as a path
+    step and no allowed); a key of an options mapping read as [key]."""
+    sc = {**copy.deepcopy(fuzz.TINY), "schedules": [{"name": "ddp", "options": {}}]}
+    target = tmp_path / "sc.yaml"
+    if where.startswith("topology:"):
+        doc = yaml.safe_load((ROOT / "topologies" / "puhti.yaml").read_text())
+        target = tmp_path / "topo.yaml"
+        sc["topology"] = str(target)
+        where = where.split(":", 1)[1]
+    else:
+        doc = sc
+    node = doc
+    for step in where.replace("[0]", ".0").split(".") if where != "<root>" else []:
+        node = node[int(step)] if step.isdigit() else node[step]
+    node["PLACEHOLDER"] = 1
+    text = yaml.safe_dump(doc).replace("PLACEHOLDER", key)
+    target.write_text(text)
+    if target.name == "topo.yaml":
+        (tmp_path / "sc.yaml").write_text(yaml.safe_dump(sc))
+    argv = ["run", str(tmp_path / "sc.yaml"), "--out", str(tmp_path / "o"), "--no-plots"]
+    assert main(argv) == 2
+    line = _error(capsys)
+    assert f"{target}: {where}: a key that is {shown}" in line and "not a name" in line, line
+    assert "allowed: a field name" in line
