@@ -492,3 +492,16 @@ def test_nccl_tests_size_beyond_any_gpu_is_refused(capsys, flag, value):
     assert f"{flag}: too large (got '{value}'); allowed: at most 1024T (2^50 bytes)" in (
         _error(capsys)
     )
+
+
+def test_sweep_list_index_written_with_a_dot_gets_the_bracket_form(tmp_path, capsys):
+    """Was: "schedules.0: cannot set a field inside a list value" with no way out."""
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text(yaml.safe_dump({**fuzz.TINY, "schedules": [{"name": "ddp"}]}))
+    argv = ["sweep", str(scenario), "--out", str(tmp_path / "o"), "--no-plots",
+            "--set", "schedules.0.options.bucket_cap_mb=1,2"]  # fmt: skip
+    assert main(argv) == 2
+    line = _error(capsys)
+    assert "schedules.0: cannot set a field inside a value of type list" in line
+    assert "allowed: an index in brackets, 0..0" in line
+    assert "did you mean 'schedules[0].options.bucket_cap_mb'?" in line
