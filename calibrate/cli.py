@@ -51,8 +51,9 @@ def _device(text: str):
 
 
 def _check_writable(path: Path, force: bool, flag: str) -> None:
-    if path.exists() and not force:
-        raise ConfigError(None, flag, str(path), "file exists; pass --force to overwrite it")
+    from simcluster.atomic import check_output_file
+
+    check_output_file([(flag, path)], force)
     if path.suffix != ".json":
         raise ConfigError(None, flag, str(path), "a profile file ends in .json")
 

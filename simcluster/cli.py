@@ -315,10 +315,11 @@ def _calibrate_gloo(args: argparse.Namespace) -> int:
     from simcluster.paths import network_profiles_dir
 
     out = Path(args.out) if args.out else network_profiles_dir() / "gloo-host.json"
+    from simcluster.atomic import check_output_file
+
+    check_output_file([("--out", out)], args.force)
     if out.suffix != ".json":
         raise ConfigError(None, "--out", str(out), "a profile file ends in .json")
-    if out.exists() and not args.force:
-        raise ConfigError(None, "--out", str(out), "file exists; pass --force to overwrite it")
     nproc = args.nproc or "2,4,8"
     try:
         counts = [int(x) for x in nproc.split(",") if x.strip()]
