@@ -23,6 +23,9 @@ __all__ = [
     "drawn_by_simcluster",
     "output_file_problem",
     "check_output_file",
+    "note_created_dirs",
+    "forget_created_dirs",
+    "remove_created_dirs_if_empty",
 ]
 
 
@@ -81,6 +84,30 @@ def drawn_by_simcluster(path: str | Path) -> bool:
     except OSError:
         return False
     return b"tEXtSoftware\x00" + PNG_SOFTWARE.encode() in head
+
+
+#: results folders created in this process for the command running (deepest first)
+_CREATED: list[Path] = []
+
+
+def note_created_dirs(folders: Iterable[Path]) -> None:
+    """Folders a command just created for its outputs, deepest first (see below)."""
+    _CREATED.extend(folders)
+
+
+def forget_created_dirs() -> None:
+    """The command succeeded: the folders it created are the user's now."""
+    _CREATED.clear()
+
+
+def remove_created_dirs_if_empty() -> None:
+    """The command failed: remove the folders it created (:func:`note_created_dirs`)
+    that are still empty, so that a run refused after its folder was checked leaves no
+    empty ``results/<name>/`` behind; a folder holding anything is kept."""
+    for d in _CREATED:
+        with contextlib.suppress(OSError):
+            d.rmdir()  # only an empty folder goes
+    _CREATED.clear()
 
 
 def output_file_problem(

@@ -619,6 +619,21 @@ def _search_topologies(dirs: Sequence[str]) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    from simcluster.atomic import forget_created_dirs, remove_created_dirs_if_empty
+
+    code = 1
+    forget_created_dirs()  # only this command's folders are removed if it fails
+    try:
+        code = _main(args)
+    finally:  # a failed command leaves no empty results folder it made
+        if code == 0:
+            forget_created_dirs()
+        else:
+            remove_created_dirs_if_empty()
+    return code
+
+
+def _main(args: argparse.Namespace) -> int:
     try:
         if args.topologies:
             _search_topologies(args.topologies)

@@ -505,3 +505,24 @@ def test_sweep_list_index_written_with_a_dot_gets_the_bracket_form(tmp_path, cap
     assert "schedules.0: cannot set a field inside a value of type list" in line
     assert "allowed: an index in brackets, 0..0" in line
     assert "did you mean 'schedules[0].options.bucket_cap_mb'?" in line
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["run", "{sc}", "--max-memory", "-1"],
+        ["run", "{sc}", "--strict-memory", "--max-memory", "1e-9"],
+        ["sweep", "{sc}", "--set", "workload.epochs=1,-1", "--no-plots"],
+    ],
+)
+def test_a_refused_command_leaves_no_empty_results_folder(tmp_path, capsys, argv):
+    """Was: the folder (and its parents) made while checking --out stayed behind, empty,
+    after the command was refused."""
+    sc = tmp_path / "s.yaml"
+    sc.write_text(yaml.safe_dump(fuzz.TINY))
+    out = tmp_path / "new" / "deeper" / "out"
+    assert main([a.format(sc=sc) for a in argv] + ["--out", str(out)]) == 2
+    _error(capsys)
+    assert not (tmp_path / "new").exists()
+    assert main(["run", str(sc), "--out", str(out), "--no-plots"]) == 0  # kept on success
+    assert (out / "results.json").is_file()
