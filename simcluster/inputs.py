@@ -46,6 +46,7 @@ __all__ = [
     "parse_yaml",
     "parse_json",
     "check_tree",
+    "check_kind",
 ]
 
 
@@ -363,6 +364,40 @@ def _refuse_tree(data: Any, file: str | None, prefix: tuple[Any, ...]) -> None:
             todo.extend((v, (*loc, str(k))) for k, v in value.items())
         elif isinstance(value, list | tuple):
             todo.extend((v, (*loc, i)) for i, v in enumerate(value))
+
+
+#: the top-level keys that mark each kind of input file
+FILE_KINDS: dict[str, frozenset[str]] = {
+    "scenario": frozenset({"workload", "schedules", "study"}),
+    "topology": frozenset({"node", "fabric", "max_nodes"}),
+    "device profile": frozenset({"device"}),
+    "network profile": frozenset({"network"}),
+    "reference-case": frozenset({"cases", "paper"}),
+    "live-run": frozenset({"ranks", "gloo", "machine"}),
+    "Kineto trace": frozenset({"traceEvents"}),
+    "execution trace": frozenset({"nodes"}),
+}
+
+
+def check_kind(data: Any, file: str | None, expected: str) -> None:
+    """Refuse a mapping that carries none of ``expected``'s marking keys
+    (:data:`FILE_KINDS`) and at least two of another kind's (one where that kind has only
+    one): a topology given as a scenario, a network profile as a device profile. Says
+    which kind it is, instead of "unknown key [and 9 more problem(s)]"."""
+    if not isinstance(data, dict) or data.keys() & FILE_KINDS[expected]:
+        return
+    for kind, marks in FILE_KINDS.items():
+        found = data.keys() & marks
+        if kind != expected and len(found) >= min(2, len(marks)):
+            raise ConfigError(
+                file, "<root>", sorted(found),
+                f"this is {_a(kind)} file, not {_a(expected)} file",
+                f"{_a(expected)} file (with {', '.join(sorted(FILE_KINDS[expected]))})",
+            )  # fmt: skip
+
+
+def _a(noun: str) -> str:
+    return ("an " if noun[0] in "aeiou" else "a ") + noun
 
 
 def input_error(exc: BaseException, file: str) -> UserError:

@@ -197,6 +197,9 @@ def parse_scenario(data: Any, file: str | None = None) -> Scenario:
         raise ConfigError(
             file, "<root>", type(data).__name__, "a scenario is a mapping", "a mapping"
         )
+    from simcluster.inputs import check_kind
+
+    check_kind(data, file, "scenario")
     if "source" in data:
         raise ConfigError(
             file, "source", data["source"], "unknown key", sorted(Scenario.model_fields)

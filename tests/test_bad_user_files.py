@@ -513,3 +513,66 @@ def test_a_mapping_key_yaml_reads_as_no_name_is_named(tmp_path, where, key, show
     line = _error(capsys)
     assert f"{target}: {where}: a key that is {shown}" in line and "not a name" in line, line
     assert "allowed: a field name" in line
+
+
+# ------------------------------------------------------ a file of another kind handed over
+
+_KIND_FILES = {
+    "scenario": ROOT / "scenarios" / "puhti64.yaml",
+    "topology": ROOT / "topologies" / "puhti.yaml",
+    "device profile": ROOT / "calibrate" / "profiles" / "h200-sxm.json",
+    "network profile": ROOT / "calibrate" / "profiles" / "network" / "nccl-spec.json",
+    "live-run": LIVE,
+    "reference-case": ROOT / "scenarios" / "references" / "prunex.yaml",
+}
+
+
+def _as(src: Path, tmp_path: Path, suffix: str) -> Path:
+    """``src`` rewritten as ``suffix`` (.yaml or .json), same content."""
+    text = src.read_text()
+    doc = json.loads(text) if src.suffix == ".json" else yaml.safe_load(text)
+    out = tmp_path / f"given{suffix}"
+    out.write_text(json.dumps(doc) if suffix == ".json" else yaml.safe_dump(doc))
+    return out
+
+
+@pytest.mark.parametrize(
+    "expected, given",
+    [
+        ("scenario", "topology"), ("scenario", "reference-case"),
+        ("topology", "scenario"), ("topology", "network profile"),
+        ("device profile", "network profile"), ("device profile", "topology"),
+        ("network profile", "device profile"), ("network profile", "live-run"),
+        ("live-run", "device profile"), ("Kineto trace", "live-run"),
+        ("reference-case", "scenario"),
+    ],
+)  # fmt: skip
+def test_a_file_of_another_kind_is_named_as_such(tmp_path, capsys, expected, given):
+    """Was: "topology: unknown key [and 9 more problem(s)]", "schema_version: unsupported
+    profile schema", "device: missing field", "traceEvents: unknown trace format"."""
+    out = ["--out", str(tmp_path / "o")]
+    json_kinds = ("device profile", "network profile", "live-run", "Kineto trace")
+    suffix = ".json" if expected in json_kinds else ".yaml"
+    f = _as(_KIND_FILES[given], tmp_path, suffix)
+    sc = tmp_path / "sc.yaml"
+    field = {"topology": "topology", "device profile": "profile",
+             "network profile": "network_profile"}.get(expected)  # fmt: skip
+    if field:
+        sc.write_text(yaml.safe_dump({**fuzz.TINY, field: str(f)}))
+        argv = ["run", str(sc), *out, "--no-plots"]
+    elif expected == "scenario":
+        argv = ["run", str(f), *out, "--no-plots"]
+    elif expected == "live-run":
+        argv = ["validate", "--live", str(f), *out, "--no-plot"]
+    elif expected == "Kineto trace":
+        argv = ["trace-summary", str(f)]
+    else:
+        refs = tmp_path / "refs"
+        refs.mkdir()
+        f.rename(refs / "x.yaml")
+        f = refs / "x.yaml"
+        argv = ["validate", "--references", str(refs), *out, "--no-plot"]
+    assert main(argv) == 2
+    line = _error(capsys)
+    assert f"{f}: <root>: this is a" in line and f" {given} file, not a" in line, line
+    assert f" {expected} file" in line and "allowed:" in line, line

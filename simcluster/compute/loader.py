@@ -17,7 +17,7 @@ from typing import Any
 from simcluster.compute.profile import DeviceProfile, SpecProfile
 from simcluster.compute.profile_schema import validate_network, validate_spec_device
 from simcluster.errors import ConfigError, did_you_mean
-from simcluster.inputs import load_json
+from simcluster.inputs import check_kind, load_json
 from simcluster.paths import is_file, network_profiles_dir, not_found, profiles_dir
 from simcluster.registry import Registry
 
@@ -98,10 +98,14 @@ def profile_path(name_or_path: str, flag: str | None = None) -> Path:
     return _resolve(name_or_path, profiles_dir(), "profile", list_profiles, flag)
 
 
-def _read(path: Path) -> dict[str, Any]:
+def _read(path: Path, kind: str | None = None) -> dict[str, Any]:
+    """The checked top level of a profile; ``kind`` ("device profile", "network profile")
+    refuses a file of another kind by name (:func:`simcluster.inputs.check_kind`)."""
     data = load_json(path, "profile")
     if not isinstance(data, dict):
         raise ConfigError(str(path), "<root>", type(data).__name__, "a profile is a JSON object")
+    if kind is not None:
+        check_kind(data, str(path), kind)
     version = data.get("schema_version")
     if type(version) is not int or version != SCHEMA_VERSION:
         raise ConfigError(
@@ -186,7 +190,7 @@ def read_profile_data(name_or_path: str) -> dict[str, Any]:
 def load_profile(name_or_path: str) -> DeviceProfile:
     """A device profile by name (``v100-sxm2-32gb``) or path to a JSON file."""
     path = _resolve(name_or_path, profiles_dir(), "profile", list_profiles)
-    data = _read(path)
+    data = _read(path, "device profile")
     if "device" not in data:
         raise ConfigError(str(path), "device", None, "missing field")
     loader = PROFILE_KINDS.get(data["kind"])
@@ -222,7 +226,7 @@ PROFILE_KINDS.add("derived", _load_measured)
 def load_network_profile(name_or_path: str) -> NetworkProfile:
     """A network profile by name (``nccl-spec``) or path to a JSON file."""
     path = _resolve(name_or_path, network_profiles_dir(), "network profile", list_network_profiles)
-    data = _read(path)
+    data = _read(path, "network profile")
     if "network" not in data:
         raise ConfigError(str(path), "network.per_message_overhead_s", None, "missing field")
     net = validate_network(data["network"], str(path))

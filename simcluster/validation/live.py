@@ -274,6 +274,9 @@ def _load(path: str | Path) -> dict[str, Any]:
     if not p.exists():
         raise UserError(f"{p}: no such live-run file")
     data = load_json(p, "live-run file")
+    from simcluster.inputs import check_kind
+
+    check_kind(data, str(p), "live-run")
     if not isinstance(data, dict) or data.get("schema") != "simcluster-live/1":
         raise ConfigError(
             str(p),

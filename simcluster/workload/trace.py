@@ -180,6 +180,9 @@ def _check_format(data: Any, file: str) -> list[dict[str, Any]]:
             "this is an execution trace (ExecutionTraceObserver), not a Kineto trace",
             "the Kineto trace (export_chrome_trace) as workload.trace",
         )  # fmt: skip
+    from simcluster.inputs import check_kind
+
+    check_kind(data, file, "Kineto trace")  # after the execution trace's own message
     if not isinstance(data, dict) or not isinstance(data.get("traceEvents"), list):
         got = type(data).__name__ if not isinstance(data, dict) else sorted(data)[:6]
         raise _bad(
