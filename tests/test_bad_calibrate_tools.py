@@ -296,3 +296,31 @@ def test_an_output_file_behind_a_file_or_a_folder_is_refused_at_the_start(
     shown = f"{mine} is a file, not a folder" if where != "folder" else "is a folder; give a file"
     assert f"{flag} {out}: {shown}" in err, err
     assert mine.read_text() == "mine"
+
+
+@pytest.mark.parametrize(
+    "argv, shown",
+    [
+        (["measure", "--spec", "h100-sxn"], "--spec: unknown profile (got 'h100-sxn')"),
+        (["measure", "--models", "resnet5"], "--models: unknown model (got 'resnet5')"),
+        (["measure", "--check", "resnet5:8"], "--check: unknown model (got 'resnet5')"),
+        (["check", "--profile", "h200-sxn"], "--profile: unknown profile (got 'h200-sxn')"),
+        (["check", "--profile", "h200-sxm", "--model", "resnet5"],
+         "--model: unknown model (got 'resnet5')"),
+    ],
+)  # fmt: skip
+def test_calibrate_names_given_by_flag_are_checked_and_name_the_flag(tmp_path, argv, shown):
+    """Was: `measure --spec h100-sxn` measured for minutes and wrote the typo into the
+    profile as device.spec_profile; a bad --models / --profile name was reported as the
+    scenario field workload.model / profile."""
+    pytest.importorskip("torch")
+    from calibrate import cli as cal_cli
+    from simcluster.cli import build_parser
+    from simcluster.errors import ConfigError
+
+    out = ["--out", str(tmp_path / "p.json"), "--tiny", "--no-network"]
+    args = ["calibrate", *argv, *(out if argv[0] == "measure" else [])]
+    with pytest.raises(ConfigError) as e:
+        cal_cli.run(build_parser().parse_args(args))
+    assert shown in str(e.value) and "did you mean" in str(e.value)
+    assert not (tmp_path / "p.json").exists()
