@@ -277,7 +277,7 @@ def main(argv: list[str] | None = None) -> int:
         spec_name = args.spec or data.get("device", {}).get("spec_profile")
         if not spec_name:
             raise ConfigError(None, "--spec", None, "missing: the profile names no spec_profile")
-        spec = read_profile_data(spec_name)
+        spec = read_profile_data(spec_name, "--spec" if args.spec else "device.spec_profile")
         sms = int(spec.get("device", {}).get("sm_count", 0))
         if sms <= 0:
             raise ConfigError(spec_name, "device.sm_count", None, "missing field")

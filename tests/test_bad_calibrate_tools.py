@@ -324,3 +324,23 @@ def test_calibrate_names_given_by_flag_are_checked_and_name_the_flag(tmp_path, a
         cal_cli.run(build_parser().parse_args(args))
     assert shown in str(e.value) and "did you mean" in str(e.value)
     assert not (tmp_path / "p.json").exists()
+
+
+@pytest.mark.parametrize(
+    "argv, shown",
+    [
+        (["h200-measured", "--spec", "h200-sxn"], "--spec: unknown profile (got 'h200-sxn')"),
+        (["nccl-spec.json"], "this is a network profile file, not a device profile file"),
+    ],
+)
+def test_refit_names_its_spec_flag_and_a_profile_of_another_kind(tmp_path, capsys, argv, shown):
+    """Was: "profile: unknown profile" for --spec; "--spec: missing: the profile names no
+    spec_profile" for a network profile."""
+    from calibrate.refit import main as refit
+    from simcluster.paths import network_profiles_dir
+
+    if argv[0].endswith(".json"):
+        argv = [str(network_profiles_dir() / argv[0]), *argv[1:]]
+    assert refit([*argv, "--out", str(tmp_path / "r.json")]) == 2
+    assert shown in capsys.readouterr().err
+    assert not (tmp_path / "r.json").exists()

@@ -181,10 +181,11 @@ def _check_fit_record(prov: dict[str, Any], path: Path) -> None:
             )
 
 
-def read_profile_data(name_or_path: str) -> dict[str, Any]:
+def read_profile_data(name_or_path: str, flag: str | None = None) -> dict[str, Any]:
     """A device profile's JSON as written (samples included), checked like
-    :func:`load_profile` checks it."""
-    return _read(_resolve(name_or_path, profiles_dir(), "profile", list_profiles))
+    :func:`load_profile` checks it; an unknown name names ``flag`` when given."""
+    path = _resolve(name_or_path, profiles_dir(), "profile", list_profiles, flag)
+    return _read(path, "device profile")
 
 
 def load_profile(name_or_path: str) -> DeviceProfile:
