@@ -8,6 +8,7 @@ value, what is allowed and, for near misses, what was probably meant.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -226,18 +227,32 @@ def load_scenario(path: str | Path) -> Scenario:
 _FILE_FIELDS = {"topology": (".yaml", ".yml"), "profile": (".json",), "network_profile": (".json",)}
 
 
+def _home(path: str) -> str:
+    """``~/x`` or ``~user/x`` expanded as a shell would (unchanged when it cannot be)."""
+    try:
+        return os.path.expanduser(path)
+    except (RuntimeError, KeyError):  # no home folder known
+        return path
+
+
 def _relative_to_file(data: dict[str, Any], file: str | None) -> dict[str, Any]:
     """Relative file paths in the scenario, resolved against the scenario's folder.
 
     A path that exists beside the scenario file is rewritten to it; anything else
     (a name, an absolute path, a path only found from the working folder) is kept.
+    ``~/x`` in ``output`` and the file fields is expanded as a shell would (written in a
+    file, no shell saw it: ``output: ~/runs`` made a folder named ``~``).
     """
-    if not file:
-        return data
-    folder = Path(file).parent
     out = dict(data)
-    for key, suffixes in _FILE_FIELDS.items():
+    for key in ("output", *_FILE_FIELDS):
         value = data.get(key)
+        if isinstance(value, str) and value.startswith("~"):
+            out[key] = _home(value)
+    if not file:
+        return out
+    folder = Path(file).parent
+    for key, suffixes in _FILE_FIELDS.items():
+        value = out.get(key)
         if isinstance(value, str) and value.endswith(suffixes) and not Path(value).is_absolute():
             beside = folder / value
             if beside.is_file():

@@ -576,3 +576,25 @@ def test_a_file_of_another_kind_is_named_as_such(tmp_path, capsys, expected, giv
     line = _error(capsys)
     assert f"{f}: <root>: this is a" in line and f" {given} file, not a" in line, line
     assert f" {expected} file" in line and "allowed:" in line, line
+
+
+def test_a_home_path_in_a_scenario_is_expanded_and_a_blank_output_refused(
+    tmp_path, capsys, monkeypatch
+):
+    """Was: `output: ~/runs` made a folder named '~' in the working folder, `topology:
+    ~/t.yaml` was 'no such file', and `output: "  "` a folder named two spaces."""
+    home, work = tmp_path / "home", tmp_path / "work"
+    home.mkdir()
+    work.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.chdir(work)
+    (home / "t.yaml").write_text((ROOT / "topologies" / "puhti.yaml").read_text())
+    sc = {**fuzz.TINY, "topology": "~/t.yaml", "output": "~/runs/x"}
+    (work / "sc.yaml").write_text(yaml.safe_dump(sc))
+    assert main(["run", "sc.yaml", "--no-plots"]) == 0
+    assert (home / "runs" / "x" / "results.json").is_file()
+    assert not (work / "~").exists()
+    (work / "sc.yaml").write_text(yaml.safe_dump({**fuzz.TINY, "output": "  "}))
+    assert main(["run", "sc.yaml", "--no-plots"]) == 2
+    assert "output '  ': a blank folder name" in _error(capsys)
+    assert sorted(p.name for p in work.iterdir()) == ["sc.yaml"]

@@ -45,6 +45,8 @@ def prepare_output_dir(path: str | Path, what: str = "--out") -> Path:
     """Create ``path`` (parents too) and check a file can be written in it."""
     p = Path(path)
     text = str(p)
+    if not str(path).strip():
+        raise UserError(f"{what} {str(path)!r}: a blank folder name; give a folder")
     if len(os.fsencode(text)) > PATH_MAX or any(
         len(os.fsencode(part)) > NAME_MAX for part in p.parts
     ):
