@@ -239,6 +239,14 @@ def parse_yaml(text: str, file: str | None = None) -> Any:
         raise ConfigError(
             file, str(dup.key), _where(dup.mark), "key written twice in one mapping"
         ) from None
+    except yaml.reader.ReaderError as exc:  # a NUL or other control character: no mark
+        line = text.count("\n", 0, max(exc.position, 0)) + 1
+        code = exc.character if isinstance(exc.character, int) else ord(exc.character)
+        raise ConfigError(
+            file, "<yaml>", f"character 0x{code:02x} at offset {exc.position} (line {line})",
+            "not valid YAML: a control character",
+            "printable text, tabs and line breaks",
+        ) from None  # fmt: skip
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         problem = getattr(exc, "problem", None) or "cannot parse"

@@ -598,3 +598,14 @@ def test_a_home_path_in_a_scenario_is_expanded_and_a_blank_output_refused(
     assert main(["run", "sc.yaml", "--no-plots"]) == 2
     assert "output '  ': a blank folder name" in _error(capsys)
     assert sorted(p.name for p in work.iterdir()) == ["sc.yaml"]
+
+
+@pytest.mark.parametrize("byte", [b"\x00", b"\x07", b"\x1b"])
+def test_a_control_character_in_yaml_is_named_with_its_line(tmp_path, capsys, byte):
+    """Was: "not valid YAML: cannot parse (got '?')": no line, no character."""
+    f = tmp_path / "sc.yaml"
+    f.write_bytes(b"name: x\nseed: 1" + byte + b"\n")
+    assert main(["run", str(f)]) == 2
+    line = _error(capsys)
+    assert f"{f}: <yaml>: not valid YAML: a control character" in line
+    assert f"character 0x{byte[0]:02x} at offset 15 (line 2)" in line
