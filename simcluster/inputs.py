@@ -169,8 +169,23 @@ def _read_at_most(fh, limit: int, chunk: int = 1 << 20) -> bytes:
     return b"".join(parts)
 
 
+#: byte-order marks of the encodings a file may be saved in that are not UTF-8
+_BOMS = (
+    (b"\xff\xfe\x00\x00", "UTF-32"),
+    (b"\x00\x00\xfe\xff", "UTF-32"),
+    (b"\xff\xfe", "UTF-16"),
+    (b"\xfe\xff", "UTF-16"),
+)
+
+
 def decode(raw: bytes, file: str | None) -> str:
     """UTF-8 ``raw`` as text (a leading BOM dropped); a bad byte is a ConfigError."""
+    for bom, name in _BOMS:
+        if raw.startswith(bom):  # a Windows editor's "Unicode": name it, not its first byte
+            raise ConfigError(
+                file, "<root>", f"{name} byte-order mark {bom.hex(' ')}", f"{name} text, not UTF-8",
+                "UTF-8 (save the file as UTF-8)",
+            )  # fmt: skip
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -253,8 +268,19 @@ def parse_yaml(text: str, file: str | None = None) -> Any:
         raise ConfigError(file, "<yaml>", _where(mark), f"not valid YAML: {problem}") from None
     except RecursionError:  # pragma: no cover - the depth scan stops this first
         raise ConfigError(file, "<root>", None, "nested too deeply") from None
+    if data is None and not _has_content(text):
+        raise ConfigError(file, "<root>", None, "the file is empty (no YAML document in it)")
     check_tree(data, file)
     return data
+
+
+def _has_content(text: str) -> bool:
+    """Anything in a YAML text besides blank lines, comments and document markers."""
+    for ln in text.splitlines():
+        s = ln.strip()
+        if s and not s.startswith("#") and s not in ("---", "..."):
+            return True
+    return False
 
 
 def _no_duplicates(file: str | None):
@@ -273,6 +299,8 @@ def parse_json(text: str, file: str | None = None) -> Any:
     """One JSON document from ``text``: strict (no NaN/Infinity), no repeated keys."""
     if len(text) > MAX_BYTES:
         raise ConfigError(file, "<root>", f"{len(text)} characters", "too large")
+    if not text.strip():
+        raise ConfigError(file, "<root>", None, "the file is empty (no JSON value in it)")
     try:
         data = json.loads(
             text, object_pairs_hook=_no_duplicates(file), parse_constant=float

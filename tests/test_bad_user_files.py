@@ -609,3 +609,30 @@ def test_a_control_character_in_yaml_is_named_with_its_line(tmp_path, capsys, by
     line = _error(capsys)
     assert f"{f}: <yaml>: not valid YAML: a control character" in line
     assert f"character 0x{byte[0]:02x} at offset 15 (line 2)" in line
+
+
+@pytest.mark.parametrize(
+    "content, shown",
+    [
+        (b"", "the file is empty"),
+        (b"# just a note\n---\n", "the file is empty"),
+        ("name: x\n".encode("utf-16"), "UTF-16 text, not UTF-8"),
+        ('{"a": 1}'.encode("utf-32"), "UTF-32 text, not UTF-8"),
+    ],
+)
+@pytest.mark.parametrize("kind", ["scenario", "topology", "profile", "trace"])
+def test_an_empty_or_utf16_file_says_so(tmp_path, capsys, kind, content, shown):
+    """Was: "a scenario is a mapping (got 'NoneType')", "not valid JSON: Expecting value",
+    "truncated JSON" for an empty file; "byte 0xff at offset 0" for UTF-16."""
+    suffix = ".json" if kind in ("profile", "trace") else ".yaml"
+    f = tmp_path / f"f{suffix}"
+    f.write_bytes(content if suffix == ".yaml" or content[:1] != b"#" else b"  \n")
+    sc = tmp_path / "sc.yaml"
+    if kind in ("topology", "profile"):
+        sc.write_text(yaml.safe_dump({**fuzz.TINY, kind: str(f)}))
+        argv = ["run", str(sc), "--out", str(tmp_path / "o")]
+    else:
+        argv = ["run", str(f)] if kind == "scenario" else ["trace-summary", str(f)]
+    assert main(argv) == 2
+    line = _error(capsys)
+    assert f"{f}: <root>: {shown}" in line, line

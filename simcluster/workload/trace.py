@@ -158,6 +158,9 @@ def _load_json(path: Path, field: str = "workload.trace") -> Any:
     from simcluster.inputs import decode
 
     text = decode(raw, file)  # a UTF-8 BOM is dropped; a non-UTF-8 byte is named
+    if not text.strip():
+        raise _bad(file, "<root>", None, "the file is empty (no JSON value in it)",
+                   "a Kineto trace from export_chrome_trace")  # fmt: skip
     try:
         return json.loads(text)
     except RecursionError:
