@@ -636,3 +636,24 @@ def test_an_empty_or_utf16_file_says_so(tmp_path, capsys, kind, content, shown):
     assert main(argv) == 2
     line = _error(capsys)
     assert f"{f}: <root>: {shown}" in line, line
+
+
+@pytest.mark.parametrize("value", [7, 10**400, True, 1e15])
+@pytest.mark.parametrize(
+    "field, section, src",
+    [("profile", "peak_flops", "h200-sxm.json"),
+     ("network_profile", "link_efficiency", "network/nccl-spec.json")],
+)  # fmt: skip
+def test_a_profile_mapping_written_as_one_number_is_a_type_error(
+    tmp_path, capsys, field, section, src, value
+):
+    """Was: TypeError: 'int' object is not iterable (the near-miss check walked it)."""
+    doc = json.loads((ROOT / "calibrate" / "profiles" / src).read_text())
+    top = "device" if field == "profile" else "network"
+    doc[top][section] = value
+    f = tmp_path / "p.json"
+    f.write_text(json.dumps(doc))
+    (tmp_path / "sc.yaml").write_text(yaml.safe_dump({**fuzz.TINY, field: str(f)}))
+    assert main(["run", str(tmp_path / "sc.yaml"), "--out", str(tmp_path / "o")]) == 2
+    line = _error(capsys)
+    assert f"{f}: {top}.{section}: wrong type" in line and "allowed: a mapping" in line
