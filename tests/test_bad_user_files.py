@@ -657,3 +657,18 @@ def test_a_profile_mapping_written_as_one_number_is_a_type_error(
     assert main(["run", str(tmp_path / "sc.yaml"), "--out", str(tmp_path / "o")]) == 2
     line = _error(capsys)
     assert f"{f}: {top}.{section}: wrong type" in line and "allowed: a mapping" in line
+
+
+@pytest.mark.parametrize("phase", ["", "   "])
+def test_live_run_op_with_an_empty_phase_name_is_named(tmp_path, capsys, phase):
+    """Was: a pydantic ValidationError traceback ("metric kind 'field' needs field") after
+    every simulation had run (found by `bench/fuzz.py --seed 8181`, live seed 8237)."""
+    doc = json.loads(LIVE.read_text())
+    pattern = doc["config"]["patterns"][0]
+    doc["ranks"][1]["patterns"][pattern]["ops"][0][1]["phase"] = phase
+    f = tmp_path / "live.json"
+    f.write_text(json.dumps(doc))
+    argv = ["validate", "--live", str(f), "--out", str(tmp_path / "v"), "--no-plot"]
+    assert main(argv) == 2
+    line = _error(capsys)
+    assert f"{f}: ranks[1].patterns.{pattern}.ops[0][1].phase: a phase needs a name" in line
