@@ -17,9 +17,10 @@ a number is scaled by 0.1 to 1000 keeping its type (a plausible value) or
 becomes 0, negative, NaN, +-inf, 1e-300, 5e-324, 1e300, a bool, null, a
 numeric or unit string, a list, or 1e9 times itself; a string becomes empty,
 garbage, a number, "..", "/proc/x" or 10,000 characters; a mapping loses a key,
-gains an unknown one or gets a misspelt one; a list is emptied, doubled or
-nested 100 deep. Some inputs are broken at the byte level instead: a non-UTF-8
-byte, a cut, a repeated key, 1,000-deep nesting, a billion-laughs bomb.
+gains an unknown one, gets a misspelt one or becomes one value (7, 1e20, true, a
+string); a list is emptied, doubled or nested 100 deep. Some inputs are broken
+at the byte level instead: a non-UTF-8 byte, a cut, a repeated key, 1,000-deep
+nesting, a billion-laughs bomb.
 The other inputs a user hands over are mutated too: recorded live runs
 (``validate --live``), reference-case files (``validate --references``, first case
 only), PyTorch Kineto traces (a small hand-made one, through ``trace-summary`` and a
@@ -264,7 +265,7 @@ def mutate_value(rng: random.Random, value: Any) -> Any:
     if isinstance(value, str):
         return rng.choice(_STRINGS + [value + "x", value[:-1], value.upper()])
     if isinstance(value, dict):
-        op = rng.choice(["drop", "unknown", "typo", "empty", "null", "list"])
+        op = rng.choice(["drop", "unknown", "typo", "empty", "null", "list", "scalar"])
         out = dict(value)
         keys = list(out)
         if op == "drop" and keys:
@@ -280,6 +281,8 @@ def mutate_value(rng: random.Random, value: Any) -> Any:
             return None
         elif op == "list":
             return [out]
+        elif op == "scalar":  # a mapping written as one value (peak_flops: 1e15)
+            return rng.choice([7, 1e20, True, "text"])
         return out
     if isinstance(value, list):
         op = rng.choice(["empty", "double", "deep", "scalar", "reverse"])

@@ -31,6 +31,7 @@ import statistics
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import torch
 import torch.nn as nn
@@ -144,7 +145,6 @@ def time_step(
 def _check_args(a: argparse.Namespace) -> tuple[torch.device, tuple[int, ...]]:
     """The device and the --batches override, after every flag is checked (ConfigError)."""
     import math
-    from pathlib import Path
 
     from simcluster.errors import ConfigError
 
@@ -167,11 +167,9 @@ def _check_args(a: argparse.Namespace) -> tuple[torch.device, tuple[int, ...]]:
         if not batches or min(batches) < 1:
             raise ConfigError(None, "--batches", a.batches, "not a comma list of batch sizes",
                               "integers >= 1, e.g. 64,128")  # fmt: skip
-    out = Path(a.out)
-    if out.is_dir():
-        raise ConfigError(None, "--out", a.out, "is a folder", "a JSON file name")
-    if out.exists() and not a.force:
-        raise ConfigError(None, "--out", a.out, "file exists; pass --force to overwrite it")
+    from simcluster.atomic import check_output_file
+
+    check_output_file([("--out", a.out)], a.force)
     return device, batches
 
 
@@ -248,9 +246,11 @@ def main(argv: list[str] | None = None) -> int:
                     f"{r['samples_per_s']:10.1f} samples/s",
                     flush=True,
                 )
+                Path(a.out).parent.mkdir(parents=True, exist_ok=True)  # checked at the start
                 with open(a.out, "w") as f:  # after every row: a stop keeps what ran
                     json.dump({"provenance": meta, "rows": rows}, f, indent=1)
     meta["duration_s"] = round(time.perf_counter() - t0, 1)
+    Path(a.out).parent.mkdir(parents=True, exist_ok=True)
     with open(a.out, "w") as f:
         json.dump({"provenance": meta, "rows": rows}, f, indent=1)
     return 0

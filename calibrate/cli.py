@@ -26,6 +26,18 @@ from simcluster.errors import ConfigError, UserError
 __all__ = ["run"]
 
 
+def _as_flag(flag: str, fn, *args):
+    """``fn(*args)``; a ConfigError about a name it was given (a model, a profile) names
+    ``flag`` (``--models``) instead of a scenario's field (``workload.model``)."""
+    try:
+        return fn(*args)
+    except ConfigError as exc:
+        if exc.file is not None or exc.path == flag:
+            raise
+        e = exc
+        raise ConfigError(None, flag, e.value, e.problem, e.allowed, e.suggestions) from None
+
+
 def _device(text: str):
     import torch
 
@@ -51,8 +63,9 @@ def _device(text: str):
 
 
 def _check_writable(path: Path, force: bool, flag: str) -> None:
-    if path.exists() and not force:
-        raise ConfigError(None, flag, str(path), "file exists; pass --force to overwrite it")
+    from simcluster.atomic import check_output_file
+
+    check_output_file([(flag, path)], force)
     if path.suffix != ".json":
         raise ConfigError(None, flag, str(path), "a profile file ends in .json")
 
@@ -177,11 +190,15 @@ def cmd_measure(args: argparse.Namespace) -> int:
         raise ConfigError(None, "--rounds", args.rounds, "must be >= 1")
     if args.batch < 1:
         raise ConfigError(None, "--batch", args.batch, "must be >= 1")
-    models = parse_models(args.models, args.batch) if args.models else None
+    models = _as_flag("--models", parse_models, args.models, args.batch) if args.models else None
+    if args.spec:  # written into the profile as device.spec_profile: a typo must stop here
+        from simcluster.compute.loader import profile_path
+
+        profile_path(args.spec, "--spec")
     plan = make_plan(mode, models, precisions, args.rounds, gpu=device.type == "cuda")
     check = args.check or ("none" if mode == "tiny" else "resnet18-cifar:32")
     if check.strip().lower() != "none":
-        plan.checks = parse_models(check, 32)
+        plan.checks = _as_flag("--check", parse_models, check, 32)
         from .models import torch_model
 
         for w in plan.checks:
@@ -321,9 +338,9 @@ def cmd_check(args: argparse.Namespace) -> int:
         raise ConfigError(None, "--batch", args.batch, "must be >= 1", "an integer >= 1")
     if args.rounds is not None and args.rounds < 1:  # 0 is refused, not read as the default
         raise ConfigError(None, "--rounds", args.rounds, "must be >= 1", "an integer >= 1")
-    profile = load_profile(args.profile)
+    profile = _as_flag("--profile", load_profile, args.profile)
     model_name = args.model or "resnet18-cifar"
-    model = build_model(model_name)
+    model = _as_flag("--model", build_model, model_name)
     device = _device(args.device)
     threads = _threads(args, device)
     from .models import simulated_time, time_model, torch_model

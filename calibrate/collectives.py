@@ -331,10 +331,9 @@ def check_args(args: argparse.Namespace) -> str | None:
         return "--backend nccl: torch sees no GPU here; allowed: gloo (CPU)"
     if "RANK" not in os.environ or "MASTER_ADDR" not in os.environ:
         return "launch with torchrun (RANK, MASTER_ADDR unset), e.g. torchrun --nproc-per-node 8"
-    for flag, path in (("--out", args.out), ("--raw-out", args.raw_out)):
-        if path and Path(path).is_dir():
-            return f"{flag} {path}: is a folder; give a file name"
-    return None
+    from simcluster.atomic import output_file_problem
+
+    return output_file_problem((("--out", args.out), ("--raw-out", args.raw_out)), force=True)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -475,8 +475,9 @@ def run(args) -> int:
     out = Path(args.out)
     if out.suffix != ".json":
         raise ConfigError(None, "--out", str(out), "a profile file ends in .json")
-    if out.exists() and not args.force:
-        raise ConfigError(None, "--out", str(out), "file exists; pass --force to overwrite it")
+    from simcluster.atomic import check_output_file
+
+    check_output_file([("--out", out)], args.force)
     topology = getattr(args, "topology", None) or "dgx-a100"
     from simcluster.topology import load_topology
 

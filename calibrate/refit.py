@@ -277,22 +277,24 @@ def main(argv: list[str] | None = None) -> int:
         spec_name = args.spec or data.get("device", {}).get("spec_profile")
         if not spec_name:
             raise ConfigError(None, "--spec", None, "missing: the profile names no spec_profile")
-        spec = read_profile_data(spec_name)
+        spec = read_profile_data(spec_name, "--spec" if args.spec else "device.spec_profile")
         sms = int(spec.get("device", {}).get("sm_count", 0))
         if sms <= 0:
             raise ConfigError(spec_name, "device.sm_count", None, "missing field")
         out = Path(args.out)
-        if out.exists() and not args.force:
-            raise UserError(f"{out} exists; pass --force to overwrite it")
+        from simcluster.atomic import check_output_file, write_text_atomic
+
+        check_output_file([("--out", out)], args.force)
+        out.parent.mkdir(parents=True, exist_ok=True)
         if args.amp_from_bf16:
             cmd = f"python -m calibrate.refit {args.profile} --amp-from-bf16 --out {args.out}"
             new = refit_amp_from_bf16(data, spec, cmd)
-            out.write_text(json.dumps(new, indent=1) + "\n")
+            write_text_atomic(out, json.dumps(new, indent=1) + "\n")
             print(f"re-fitted the amp fits of {data['name']}; wrote {out}", file=sys.stderr)
             return 0
         cmd = f"python -m calibrate.refit {args.profile} --spec {spec_name} --out {args.out}"
         new = refit_profile(data, sms, spec_name, cmd)
-        out.write_text(json.dumps(new, indent=1) + "\n")
+        write_text_atomic(out, json.dumps(new, indent=1) + "\n")
     except UserError as exc:
         print(f"refit: error: {exc}", file=sys.stderr)
         return 2

@@ -146,6 +146,7 @@ def _print_both(ratios: dict[str, dict[tuple, list]], json_out: str | None) -> i
         rows.append(row)
         print(f"{label:<40}" + "".join(cells))
     if json_out:
+        Path(json_out).parent.mkdir(parents=True, exist_ok=True)  # checked at the start
         with open(json_out, "w") as f:
             json.dump({"both_ways": names, "rows": rows}, f, indent=1)
     return 0
@@ -159,8 +160,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", help="write the summary table as JSON here")
     ap.add_argument("--force", action="store_true", help="overwrite an existing --json file")
     args = ap.parse_args(argv)
-    if args.json and Path(args.json).exists() and not args.force:
-        ap.error(f"--json {args.json}: file exists; pass --force to overwrite it")
+    from simcluster.atomic import output_file_problem
+
+    problem = output_file_problem([("--json", args.json)], args.force)
+    if problem:
+        ap.error(problem)
     if args.both:
         return _print_both(both_ways(*args.both), args.json)
     if not args.measured or not args.predictors:
@@ -190,6 +194,7 @@ def main(argv: list[str] | None = None) -> int:
         rows.append(row)
         print(f"{label:<40} {n:>4}" + "".join(cells))
     if args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)  # checked at the start
         with open(args.json, "w") as f:
             json.dump(
                 {"measured": measured["name"], "predictors": names, "rows": rows}, f, indent=1

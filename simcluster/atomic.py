@@ -22,6 +22,10 @@ __all__ = [
     "save_figure",
     "drawn_by_simcluster",
     "output_file_problem",
+    "check_output_file",
+    "note_created_dirs",
+    "forget_created_dirs",
+    "remove_created_dirs_if_empty",
 ]
 
 
@@ -82,18 +86,69 @@ def drawn_by_simcluster(path: str | Path) -> bool:
     return b"tEXtSoftware\x00" + PNG_SOFTWARE.encode() in head
 
 
+#: results folders created in this process for the command running (deepest first)
+_CREATED: list[Path] = []
+
+
+def note_created_dirs(folders: Iterable[Path]) -> None:
+    """Folders a command just created for its outputs, deepest first (see below)."""
+    _CREATED.extend(folders)
+
+
+def forget_created_dirs() -> None:
+    """The command succeeded: the folders it created are the user's now."""
+    _CREATED.clear()
+
+
+def remove_created_dirs_if_empty() -> None:
+    """The command failed: remove the folders it created (:func:`note_created_dirs`)
+    that are still empty, so that a run refused after its folder was checked leaves no
+    empty ``results/<name>/`` behind; a folder holding anything is kept."""
+    for d in _CREATED:
+        with contextlib.suppress(OSError):
+            d.rmdir()  # only an empty folder goes
+    _CREATED.clear()
+
+
 def output_file_problem(
-    outputs: Iterable[tuple[str, str | Path | None]], force: bool
+    outputs: Iterable[tuple[str, str | Path | None]], force: bool, suffix: str | None = None
 ) -> str | None:
     """Why one of ``outputs`` (``(flag, path or None)`` pairs, the files a tool is about
-    to write) may not be written, or None: ``"--out X: is a folder; give a file name"``,
-    or, without ``force``, ``"--out X: file exists; pass --force to overwrite it"``
-    (nothing the user wrote is replaced without asking)."""
+    to write) may not be written, or None. Asked before any work starts, so that an
+    hour of measuring does not end in a path that cannot be written:
+
+    - ``"--out X: is a folder; give a file name"``;
+    - a folder on the way that is a file (``--out notes.txt/p.json``) or that cannot be
+      written in (missing folders are fine: the tools create them);
+    - ``suffix`` given (``.json``) and the name does not end in it;
+    - without ``force``, ``"--out X: file exists; pass --force to overwrite it"``
+      (nothing the user wrote is replaced without asking)."""
     for flag, path in outputs:
-        if path is None:
+        if path is None or str(path) == "":
             continue
-        if Path(path).is_dir():
+        p = Path(path)
+        if p.is_dir():
             return f"{flag} {path}: is a folder; give a file name"
-        if Path(path).exists() and not force:
+        up = p.parent
+        while not up.exists() and up != up.parent:  # the nearest folder that is there
+            if up.is_symlink():
+                return f"{flag} {path}: {up} is a broken link, not a folder"
+            up = up.parent
+        if not up.is_dir():
+            return f"{flag} {path}: {up} is a file, not a folder"
+        if not os.access(up, os.W_OK | os.X_OK):
+            return f"{flag} {path}: cannot write in {up} (permission denied)"
+        if suffix and p.suffix != suffix:
+            return f"{flag} {path}: the file to write ends in {suffix}"
+        if p.exists() and not force:
             return f"{flag} {path}: file exists; pass --force to overwrite it"
     return None
+
+
+def check_output_file(
+    outputs: Iterable[tuple[str, str | Path | None]], force: bool, suffix: str | None = None
+) -> None:
+    """:func:`output_file_problem` as a :class:`~simcluster.errors.UserError` (exit 2)."""
+    problem = output_file_problem(outputs, force, suffix)
+    if problem:
+        raise UserError(problem)

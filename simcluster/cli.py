@@ -315,10 +315,11 @@ def _calibrate_gloo(args: argparse.Namespace) -> int:
     from simcluster.paths import network_profiles_dir
 
     out = Path(args.out) if args.out else network_profiles_dir() / "gloo-host.json"
+    from simcluster.atomic import check_output_file
+
+    check_output_file([("--out", out)], args.force)
     if out.suffix != ".json":
         raise ConfigError(None, "--out", str(out), "a profile file ends in .json")
-    if out.exists() and not args.force:
-        raise ConfigError(None, "--out", str(out), "file exists; pass --force to overwrite it")
     nproc = args.nproc or "2,4,8"
     try:
         counts = [int(x) for x in nproc.split(",") if x.strip()]
@@ -618,6 +619,21 @@ def _search_topologies(dirs: Sequence[str]) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    from simcluster.atomic import forget_created_dirs, remove_created_dirs_if_empty
+
+    code = 1
+    forget_created_dirs()  # only this command's folders are removed if it fails
+    try:
+        code = _main(args)
+    finally:  # a failed command leaves no empty results folder it made
+        if code == 0:
+            forget_created_dirs()
+        else:
+            remove_created_dirs_if_empty()
+    return code
+
+
+def _main(args: argparse.Namespace) -> int:
     try:
         if args.topologies:
             _search_topologies(args.topologies)

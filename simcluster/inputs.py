@@ -46,6 +46,7 @@ __all__ = [
     "parse_yaml",
     "parse_json",
     "check_tree",
+    "check_kind",
 ]
 
 
@@ -168,8 +169,23 @@ def _read_at_most(fh, limit: int, chunk: int = 1 << 20) -> bytes:
     return b"".join(parts)
 
 
+#: byte-order marks of the encodings a file may be saved in that are not UTF-8
+_BOMS = (
+    (b"\xff\xfe\x00\x00", "UTF-32"),
+    (b"\x00\x00\xfe\xff", "UTF-32"),
+    (b"\xff\xfe", "UTF-16"),
+    (b"\xfe\xff", "UTF-16"),
+)
+
+
 def decode(raw: bytes, file: str | None) -> str:
     """UTF-8 ``raw`` as text (a leading BOM dropped); a bad byte is a ConfigError."""
+    for bom, name in _BOMS:
+        if raw.startswith(bom):  # a Windows editor's "Unicode": name it, not its first byte
+            raise ConfigError(
+                file, "<root>", f"{name} byte-order mark {bom.hex(' ')}", f"{name} text, not UTF-8",
+                "UTF-8 (save the file as UTF-8)",
+            )  # fmt: skip
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -273,14 +289,33 @@ def parse_yaml(text: str, file: str | None = None) -> Any:
         raise ConfigError(
             file, str(dup.key), _where(dup.mark), "key written twice in one mapping"
         ) from None
+    except yaml.reader.ReaderError as exc:  # a NUL or other control character: no mark
+        line = text.count("\n", 0, max(exc.position, 0)) + 1
+        code = exc.character if isinstance(exc.character, int) else ord(exc.character)
+        raise ConfigError(
+            file, "<yaml>", f"character 0x{code:02x} at offset {exc.position} (line {line})",
+            "not valid YAML: a control character",
+            "printable text, tabs and line breaks",
+        ) from None  # fmt: skip
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         problem = getattr(exc, "problem", None) or "cannot parse"
         raise ConfigError(file, "<yaml>", _where(mark), f"not valid YAML: {problem}") from None
     except RecursionError:  # pragma: no cover - the depth scan stops this first
         raise ConfigError(file, "<root>", None, "nested too deeply") from None
+    if data is None and not _has_content(text):
+        raise ConfigError(file, "<root>", None, "the file is empty (no YAML document in it)")
     check_tree(data, file)
     return data
+
+
+def _has_content(text: str) -> bool:
+    """Anything in a YAML text besides blank lines, comments and document markers."""
+    for ln in text.splitlines():
+        s = ln.strip()
+        if s and not s.startswith("#") and s not in ("---", "..."):
+            return True
+    return False
 
 
 def _no_duplicates(file: str | None):
@@ -299,6 +334,8 @@ def parse_json(text: str, file: str | None = None) -> Any:
     """One JSON document from ``text``: strict (no NaN/Infinity), no repeated keys."""
     if len(text) > MAX_BYTES:
         raise ConfigError(file, "<root>", f"{len(text)} characters", "too large")
+    if not text.strip():
+        raise ConfigError(file, "<root>", None, "the file is empty (no JSON value in it)")
     try:
         data = json.loads(
             text, object_pairs_hook=_no_duplicates(file), parse_constant=float
@@ -326,7 +363,8 @@ def load_json(path: str | Path, what: str = "JSON file") -> Any:
 
 
 def check_tree(data: Any, file: str | None, prefix: tuple[Any, ...] = ()) -> None:
-    """Refuse non-finite floats and nesting deeper than :data:`MAX_DEPTH` in parsed data."""
+    """Refuse non-finite floats, mapping keys that are not text (``1:``, ``on:``, ``~:``)
+    and nesting deeper than :data:`MAX_DEPTH` in parsed data."""
     if not _tree_ok(data):
         _refuse_tree(data, file, prefix)
 
@@ -345,10 +383,23 @@ def _tree_ok(data: Any) -> bool:
             if not math.isfinite(value):
                 return False
         elif isinstance(value, dict):
+            if not all(type(k) is str for k in value):
+                return False
             todo.extend((v, depth + 1) for v in value.values())
         elif isinstance(value, list | tuple):
             todo.extend((v, depth + 1) for v in value)
     return True
+
+
+def _key_kind(key: Any) -> str:
+    """What YAML read a key that is not text as (``on:`` is a boolean, ``1:`` a number)."""
+    if key is None:
+        return "null (YAML reads ~ and null so)"
+    if isinstance(key, bool):
+        return "a boolean (YAML reads yes/no/on/off/true/false so)"
+    if isinstance(key, int | float):
+        return "a number"
+    return f"a {type(key).__name__}"
 
 
 def _refuse_tree(data: Any, file: str | None, prefix: tuple[Any, ...]) -> None:
@@ -374,9 +425,50 @@ def _refuse_tree(data: Any, file: str | None, prefix: tuple[Any, ...]) -> None:
                     file, format_path(loc), value, "not a finite number", "finite numbers"
                 )
         elif isinstance(value, dict):
+            for k in value:
+                if type(k) is not str:
+                    where = format_path(loc) if loc else "<root>"
+                    raise ConfigError(
+                        file, where, k, f"a key that is {_key_kind(k)}, not a name",
+                        "a field name (text); quote a key YAML reads otherwise, e.g. 'on': or '1':",
+                    )  # fmt: skip
             todo.extend((v, (*loc, str(k))) for k, v in value.items())
         elif isinstance(value, list | tuple):
             todo.extend((v, (*loc, i)) for i, v in enumerate(value))
+
+
+#: the top-level keys that mark each kind of input file
+FILE_KINDS: dict[str, frozenset[str]] = {
+    "scenario": frozenset({"workload", "schedules", "study"}),
+    "topology": frozenset({"node", "fabric", "max_nodes"}),
+    "device profile": frozenset({"device"}),
+    "network profile": frozenset({"network"}),
+    "reference-case": frozenset({"cases", "paper"}),
+    "live-run": frozenset({"ranks", "gloo", "machine"}),
+    "Kineto trace": frozenset({"traceEvents"}),
+    "execution trace": frozenset({"nodes"}),
+}
+
+
+def check_kind(data: Any, file: str | None, expected: str) -> None:
+    """Refuse a mapping that carries none of ``expected``'s marking keys
+    (:data:`FILE_KINDS`) and at least two of another kind's (one where that kind has only
+    one): a topology given as a scenario, a network profile as a device profile. Says
+    which kind it is, instead of "unknown key [and 9 more problem(s)]"."""
+    if not isinstance(data, dict) or data.keys() & FILE_KINDS[expected]:
+        return
+    for kind, marks in FILE_KINDS.items():
+        found = data.keys() & marks
+        if kind != expected and len(found) >= min(2, len(marks)):
+            raise ConfigError(
+                file, "<root>", sorted(found),
+                f"this is {_a(kind)} file, not {_a(expected)} file",
+                f"{_a(expected)} file (with {', '.join(sorted(FILE_KINDS[expected]))})",
+            )  # fmt: skip
+
+
+def _a(noun: str) -> str:
+    return ("an " if noun[0] in "aeiou" else "a ") + noun
 
 
 def input_error(exc: BaseException, file: str) -> UserError:

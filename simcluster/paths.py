@@ -14,6 +14,7 @@ and ``SIMCLUSTER_SCENARIOS`` (folders separated by ``os.pathsep``; the CLI's
 
 from __future__ import annotations
 
+import errno
 import os
 from functools import cache
 from pathlib import Path
@@ -34,6 +35,9 @@ __all__ = [
     "check_user_dir",
     "exists",
     "is_file",
+    "why_not_a_file",
+    "is_entry",
+    "not_found",
 ]
 
 TOPOLOGIES_ENV = "SIMCLUSTER_TOPOLOGIES"
@@ -93,6 +97,65 @@ def is_file(path: str | Path) -> bool:
         return False
 
 
+def why_not_a_file(path: str | Path) -> str:
+    """Why ``path`` cannot be read as a file, in a few words: "no such file", "is a
+    folder, not a file", "is a link to 'x', which is not there", "is a link loop"
+    (a name on a search path or a did-you-mean list must not be one of these)."""
+    p = Path(path)
+    try:
+        if p.is_symlink():
+            try:
+                p.stat()
+            except OSError as exc:
+                if exc.errno == errno.ELOOP:
+                    return "is a link loop (its links never reach a file)"
+                return f"is a link to {os.readlink(p)!r}, which is not there"
+        if p.is_dir():
+            return "is a folder, not a file"
+        if p.exists():
+            return "is not a regular file" if not p.is_file() else "is a file"
+    except OSError as exc:
+        return f"cannot be read ({exc.strerror or exc})"
+    return "no such file"
+
+
+def is_entry(path: Path) -> bool:
+    """``path`` is there as a name in its folder (a file, a folder, a broken link)."""
+    try:
+        return os.path.lexists(path)
+    except (OSError, ValueError):
+        return False
+
+
+def not_found(
+    kind: str,
+    value: str,
+    known: list[str],
+    suffixes: tuple[str, ...],
+    folders: list[Path],
+    file: str | None = None,
+    field: str | None = None,
+):
+    """The ConfigError for a ``kind`` (profile, topology) named ``value`` that is not found
+    (``field`` in ``file``): a path says why it is not a file (missing, a folder, a broken
+    link, a link loop) with near files of its folder; a name whose ``<name><suffix>`` in
+    ``folders`` is a folder or broken link names that entry; any other name is an
+    UnknownNameError listing ``known``."""
+    from simcluster.errors import ConfigError, UnknownNameError
+
+    field = field or kind
+    if Path(value).suffix in suffixes or "/" in value:
+        if is_entry(Path(value)):
+            return ConfigError(file, field, value, f"{kind} file {why_not_a_file(value)}")
+        allowed = f"a shipped name ({', '.join(known)}) or a {suffixes[0]} file"
+        near = near_yaml_files(value, suffixes)
+        return ConfigError(file, field, value, f"no such {kind} file", allowed, near)
+    for entry in (d / f"{value}{s}" for d in folders for s in suffixes):
+        if is_entry(entry):
+            return ConfigError(file, field, value, f"{entry} {why_not_a_file(entry)}")
+    return UnknownNameError(kind, value, known, file=file, path=field)
+
+
 def _user_dirs(env: str) -> list[Path]:
     """The folders named in ``$env``; one that is missing or not a folder is a
     :class:`~simcluster.errors.ConfigError` (it was skipped without a word)."""
@@ -129,7 +192,9 @@ def scenario_dirs() -> list[Path]:
 
 def list_scenarios() -> list[str]:
     """Names of the scenarios found on the search path (shipped ones included)."""
-    return sorted({p.stem for d in scenario_dirs() if d.is_dir() for p in d.glob("*.yaml")})
+    return sorted(
+        {p.stem for d in scenario_dirs() if d.is_dir() for p in d.glob("*.yaml") if is_file(p)}
+    )
 
 
 def no_such_scenario(path: str | Path) -> str:
@@ -138,6 +203,8 @@ def no_such_scenario(path: str | Path) -> str:
     from simcluster.errors import did_you_mean
 
     p = Path(path)
+    if is_entry(p):  # a folder, a broken link, a link loop: say which, not "did you mean" it
+        return f"{p}: {why_not_a_file(p)}, so not a scenario file"
     msg = f"{p}: no such scenario file"
     if len(p.parts) == 1 and p.suffix not in (".yaml", ".yml"):
         near = did_you_mean(p.name, list_scenarios())
@@ -150,15 +217,18 @@ def no_such_scenario(path: str | Path) -> str:
     return msg
 
 
-def near_yaml_files(path: str | Path) -> list[str]:
-    """For a YAML path that is not there: near misses among the YAML files of its
-    folder, as paths (empty when the folder does not exist or nothing is near)."""
+def near_yaml_files(path: str | Path, suffixes: tuple[str, ...] = (".yaml", ".yml")) -> list[str]:
+    """For a YAML (or ``suffixes``) path that is not there: near misses among the files of
+    its folder with those suffixes, as paths (empty when the folder does not exist or
+    nothing is near). Folders and broken links are never offered."""
     from simcluster.errors import did_you_mean
 
     p = Path(path)
     if not p.parent.is_dir():
         return []
-    files = sorted(f.name for f in p.parent.iterdir() if f.suffix in (".yaml", ".yml"))
+    files = sorted(
+        f.name for f in p.parent.iterdir() if f.suffix in suffixes and is_file(f) and f != p
+    )
     return [str(p.parent / n) for n in did_you_mean(p.name, files)]
 
 
@@ -171,6 +241,6 @@ def find_scenario(name_or_path: str | Path) -> Path:
         return p
     for d in scenario_dirs():
         hit = d / f"{p.name}.yaml"
-        if is_file(hit):
+        if is_file(hit) or is_entry(hit):  # a folder or broken link: the reader names it
             return hit
     return p

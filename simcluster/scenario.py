@@ -8,6 +8,7 @@ value, what is allowed and, for near misses, what was probably meant.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -197,6 +198,9 @@ def parse_scenario(data: Any, file: str | None = None) -> Scenario:
         raise ConfigError(
             file, "<root>", type(data).__name__, "a scenario is a mapping", "a mapping"
         )
+    from simcluster.inputs import check_kind
+
+    check_kind(data, file, "scenario")
     if "source" in data:
         raise ConfigError(
             file, "source", data["source"], "unknown key", sorted(Scenario.model_fields)
@@ -223,18 +227,32 @@ def load_scenario(path: str | Path) -> Scenario:
 _FILE_FIELDS = {"topology": (".yaml", ".yml"), "profile": (".json",), "network_profile": (".json",)}
 
 
+def _home(path: str) -> str:
+    """``~/x`` or ``~user/x`` expanded as a shell would (unchanged when it cannot be)."""
+    try:
+        return os.path.expanduser(path)
+    except (RuntimeError, KeyError):  # no home folder known
+        return path
+
+
 def _relative_to_file(data: dict[str, Any], file: str | None) -> dict[str, Any]:
     """Relative file paths in the scenario, resolved against the scenario's folder.
 
     A path that exists beside the scenario file is rewritten to it; anything else
     (a name, an absolute path, a path only found from the working folder) is kept.
+    ``~/x`` in ``output`` and the file fields is expanded as a shell would (written in a
+    file, no shell saw it: ``output: ~/runs`` made a folder named ``~``).
     """
-    if not file:
-        return data
-    folder = Path(file).parent
     out = dict(data)
-    for key, suffixes in _FILE_FIELDS.items():
+    for key in ("output", *_FILE_FIELDS):
         value = data.get(key)
+        if isinstance(value, str) and value.startswith("~"):
+            out[key] = _home(value)
+    if not file:
+        return out
+    folder = Path(file).parent
+    for key, suffixes in _FILE_FIELDS.items():
+        value = out.get(key)
         if isinstance(value, str) and value.endswith(suffixes) and not Path(value).is_absolute():
             beside = folder / value
             if beside.is_file():
@@ -291,14 +309,17 @@ def _check_names(sc: Scenario, file: str | None) -> None:
     def named_or_file(value: str, known: list[str], suffixes: tuple[str, ...]) -> bool:
         return value in known or (Path(value).suffix in suffixes and Path(value).is_file())
 
-    if not named_or_file(sc.profile, list_profiles(), (".json",)):
-        raise unknown("profile", "profile", sc.profile, list_profiles())
-    if not named_or_file(sc.network_profile, list_network_profiles(), (".json",)):
-        raise unknown(
-            "network profile", "network_profile", sc.network_profile, list_network_profiles()
-        )
-    if not named_or_file(sc.topology, list_topologies(), (".yaml", ".yml")):
-        raise unknown("topology", "topology", sc.topology, list_topologies())
+    from simcluster.paths import network_profiles_dir, not_found, profiles_dir, topology_dirs
+
+    for kind, field, value, known, suffixes, folders in (
+        ("profile", "profile", sc.profile, list_profiles(), (".json",), [profiles_dir()]),
+        ("network profile", "network_profile", sc.network_profile, list_network_profiles(),
+         (".json",), [network_profiles_dir()]),
+        ("topology", "topology", sc.topology, list_topologies(), (".yaml", ".yml"),
+         topology_dirs()),
+    ):  # fmt: skip
+        if not named_or_file(value, known, suffixes):
+            raise not_found(kind, value, known, suffixes, folders, file=file, field=field)
     prof = load_profile(sc.profile)
     load_network_profile(sc.network_profile)
     _check_precision(sc, prof, file)

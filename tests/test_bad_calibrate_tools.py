@@ -31,8 +31,9 @@ def _tool_error(capsys, tool: str) -> str:
         (["--batches", "64,x"], "--batches: not a comma list of batch sizes (got '64,x')"),
         (["--deadline-s", "nan"], "--deadline-s: out of range (got nan)"),
         (["--deadline-s", "-5"], "--deadline-s: out of range (got -5.0)"),
-        (["--out", "{mine}"], "--out: file exists; pass --force to overwrite it (got '{mine}')"),
-        (["--out", "{tmp}"], "--out: is a folder (got '{tmp}')"),
+        (["--out", "{mine}"], "--out {mine}: file exists; pass --force to overwrite it"),
+        (["--out", "{tmp}"], "--out {tmp}: is a folder; give a file name"),
+        (["--out", "{mine}/a.json"], "--out {mine}/a.json: {mine} is a file, not a folder"),
     ],
 )
 def test_calibrate_anchors_bad_flag_exits_2_before_timing(tmp_path, capsys, args, shown):
@@ -235,3 +236,111 @@ def test_calibrate_derive_unknown_profile_names_its_flag(tmp_path, flag, name):
     with pytest.raises(UnknownNameError) as e:
         cal_cli.run(build_parser().parse_args(argv))
     assert str(e.value).startswith(f"{flag}: unknown profile (got '{name}'); allowed: ")
+
+
+def _tools(tmp_path):
+    """(tool, argv without --out, flag) of each tool that writes a JSON file; none gets
+    as far as measuring or fitting anything in these tests."""
+    return [
+        ("refit", ["h200-measured"], "--out"),
+        ("transfer_error", ["h100-sxm-80gb-measured", "v100-sxm2-32gb"], "--json"),
+        ("fit", ["--case", "prunex-speedup-ddp-64", "--network-profile", "nccl-spec",
+                 "--param", "network.per_message_overhead_s", "--name", "x"], "--out"),
+        ("gloo", ["calibrate", "gloo"], "--out"),
+    ]  # fmt: skip
+
+
+def _run_tool(tool: str, argv: list[str]) -> int:
+    if tool == "refit":
+        from calibrate.refit import main
+    elif tool == "transfer_error":
+        from calibrate.transfer_error import main
+    elif tool == "fit":
+        from simcluster.validation.fit import main
+    else:
+        from simcluster.cli import main
+    try:
+        return main(argv)
+    except SystemExit as exc:  # argparse's ap.error
+        return exc.code
+
+
+@pytest.mark.parametrize(
+    "tool, where",
+    [(t, w) for t in ("refit", "transfer_error", "fit", "gloo")
+     for w in ("file on the way", "folder")]
+    + [("refit", "missing folders")],  # the others would measure or fit: refit is quick
+)  # fmt: skip
+def test_an_output_file_behind_a_file_or_a_folder_is_refused_at_the_start(
+    tmp_path, capsys, tool, where
+):
+    """Was: a traceback after the work (refit: FileNotFoundError for a folder not there;
+    a file on the way: 'NotADirectoryError' / '<file>: File exists'), or a folder given as
+    --out taken for an existing file ("pass --force", then IsADirectoryError)."""
+    mine = tmp_path / "notes.txt"
+    mine.write_text("mine")
+    out = {
+        "file on the way": mine / "p.json",
+        "folder": tmp_path,
+        "missing folders": tmp_path / "new" / "sub" / "p.json",
+    }[where]
+    argv, flag = next((a, f) for t, a, f in _tools(tmp_path) if t == tool)
+    force = ["--force"] if tool != "transfer_error" and where == "folder" else []
+    if where == "missing folders":
+        assert _run_tool(tool, [*argv, flag, str(out)]) == 0
+        assert json.loads(out.read_text())["name"] == "h200-measured"
+        return
+    code = _run_tool(tool, [*argv, flag, str(out), *force])
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err, err
+    shown = f"{mine} is a file, not a folder" if where != "folder" else "is a folder; give a file"
+    assert f"{flag} {out}: {shown}" in err, err
+    assert mine.read_text() == "mine"
+
+
+@pytest.mark.parametrize(
+    "argv, shown",
+    [
+        (["measure", "--spec", "h100-sxn"], "--spec: unknown profile (got 'h100-sxn')"),
+        (["measure", "--models", "resnet5"], "--models: unknown model (got 'resnet5')"),
+        (["measure", "--check", "resnet5:8"], "--check: unknown model (got 'resnet5')"),
+        (["check", "--profile", "h200-sxn"], "--profile: unknown profile (got 'h200-sxn')"),
+        (["check", "--profile", "h200-sxm", "--model", "resnet5"],
+         "--model: unknown model (got 'resnet5')"),
+    ],
+)  # fmt: skip
+def test_calibrate_names_given_by_flag_are_checked_and_name_the_flag(tmp_path, argv, shown):
+    """Was: `measure --spec h100-sxn` measured for minutes and wrote the typo into the
+    profile as device.spec_profile; a bad --models / --profile name was reported as the
+    scenario field workload.model / profile."""
+    pytest.importorskip("torch")
+    from calibrate import cli as cal_cli
+    from simcluster.cli import build_parser
+    from simcluster.errors import ConfigError
+
+    out = ["--out", str(tmp_path / "p.json"), "--tiny", "--no-network"]
+    args = ["calibrate", *argv, *(out if argv[0] == "measure" else [])]
+    with pytest.raises(ConfigError) as e:
+        cal_cli.run(build_parser().parse_args(args))
+    assert shown in str(e.value) and "did you mean" in str(e.value)
+    assert not (tmp_path / "p.json").exists()
+
+
+@pytest.mark.parametrize(
+    "argv, shown",
+    [
+        (["h200-measured", "--spec", "h200-sxn"], "--spec: unknown profile (got 'h200-sxn')"),
+        (["nccl-spec.json"], "this is a network profile file, not a device profile file"),
+    ],
+)
+def test_refit_names_its_spec_flag_and_a_profile_of_another_kind(tmp_path, capsys, argv, shown):
+    """Was: "profile: unknown profile" for --spec; "--spec: missing: the profile names no
+    spec_profile" for a network profile."""
+    from calibrate.refit import main as refit
+    from simcluster.paths import network_profiles_dir
+
+    if argv[0].endswith(".json"):
+        argv = [str(network_profiles_dir() / argv[0]), *argv[1:]]
+    assert refit([*argv, "--out", str(tmp_path / "r.json")]) == 2
+    assert shown in capsys.readouterr().err
+    assert not (tmp_path / "r.json").exists()

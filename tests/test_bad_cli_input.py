@@ -220,7 +220,7 @@ def test_reference_case_scenario_too_long_for_a_path_is_named_at_load(tmp_path, 
         (["nccl-tests", "--topology", "dgx-a100", "--profile", "x" * 300],
          "profile: unknown profile"),
         (["nccl-tests", "--topology", "dgx-a100", "--network-profile", "x" * 300 + ".json"],
-         "network profile: unknown network profile"),
+         "network profile: no such network profile file"),
     ],
 )  # fmt: skip
 def test_name_too_long_for_a_path_is_an_unknown_name(capsys, argv, shown):
@@ -492,3 +492,37 @@ def test_nccl_tests_size_beyond_any_gpu_is_refused(capsys, flag, value):
     assert f"{flag}: too large (got '{value}'); allowed: at most 1024T (2^50 bytes)" in (
         _error(capsys)
     )
+
+
+def test_sweep_list_index_written_with_a_dot_gets_the_bracket_form(tmp_path, capsys):
+    """Was: "schedules.0: cannot set a field inside a list value" with no way out."""
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text(yaml.safe_dump({**fuzz.TINY, "schedules": [{"name": "ddp"}]}))
+    argv = ["sweep", str(scenario), "--out", str(tmp_path / "o"), "--no-plots",
+            "--set", "schedules.0.options.bucket_cap_mb=1,2"]  # fmt: skip
+    assert main(argv) == 2
+    line = _error(capsys)
+    assert "schedules.0: cannot set a field inside a value of type list" in line
+    assert "allowed: an index in brackets, 0..0" in line
+    assert "did you mean 'schedules[0].options.bucket_cap_mb'?" in line
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["run", "{sc}", "--max-memory", "-1"],
+        ["run", "{sc}", "--strict-memory", "--max-memory", "1e-9"],
+        ["sweep", "{sc}", "--set", "workload.epochs=1,-1", "--no-plots"],
+    ],
+)
+def test_a_refused_command_leaves_no_empty_results_folder(tmp_path, capsys, argv):
+    """Was: the folder (and its parents) made while checking --out stayed behind, empty,
+    after the command was refused."""
+    sc = tmp_path / "s.yaml"
+    sc.write_text(yaml.safe_dump(fuzz.TINY))
+    out = tmp_path / "new" / "deeper" / "out"
+    assert main([a.format(sc=sc) for a in argv] + ["--out", str(out)]) == 2
+    _error(capsys)
+    assert not (tmp_path / "new").exists()
+    assert main(["run", str(sc), "--out", str(out), "--no-plots"]) == 0  # kept on success
+    assert (out / "results.json").is_file()

@@ -8,6 +8,7 @@ is allowed. None needs torch or simulates more than a second.
 
 from __future__ import annotations
 
+import copy
 import json
 import sys
 from pathlib import Path
@@ -414,3 +415,260 @@ def test_node_of_more_than_1024_ranks_is_refused_before_routing(tmp_path, capsys
     assert main(["topo", str(p), "--no-png"]) == 2
     line = _error(capsys)
     assert str(p) in line and "node.gpus" in line and "4000" in line and "1024" in line
+
+
+# ------------------------------------------------- names that are folders or broken links
+
+
+def _not_a_file(folder: Path, name: str, how: str) -> Path:
+    """``folder/name`` made a folder, a link to nothing, or a link to itself."""
+    folder.mkdir(parents=True, exist_ok=True)
+    p = folder / name
+    if how == "folder":
+        p.mkdir()
+    elif how == "dangling":
+        p.symlink_to(folder / "gone")
+    else:
+        p.symlink_to(p.name)  # a link loop
+    return p
+
+
+_WHY = {
+    "folder": "is a folder",
+    "dangling": "which is not there",
+    "loop": "is a link loop",
+}
+
+
+@pytest.mark.parametrize("how", list(_WHY))
+@pytest.mark.parametrize(
+    "kind, by",
+    [("scenario", "name"), ("scenario", "path"), ("topology", "name"), ("topology", "path"),
+     ("profile", "path"), ("network_profile", "path")],  # profiles: shipped names only
+)  # fmt: skip
+def test_a_name_or_path_that_is_a_folder_or_broken_link_says_so(
+    tmp_path, capsys, monkeypatch, kind, by, how
+):
+    """Was: "no such scenario file; did you mean 'loop'?" (the name itself offered back),
+    "unknown topology 'loop'" while `list` showed it, "unknown profile" for a path."""
+    user = tmp_path / "user"
+    suffix = ".json" if kind.endswith("profile") else ".yaml"
+    entry = _not_a_file(user, f"odd{suffix}", how)
+    if kind in ("scenario", "topology"):
+        env = "SIMCLUSTER_SCENARIOS" if kind == "scenario" else "SIMCLUSTER_TOPOLOGIES"
+        monkeypatch.setenv(env, str(user))
+    value = "odd" if by == "name" else str(entry)
+    out = ["--out", str(tmp_path / "out"), "--no-plots"]
+    if kind == "scenario":
+        argv = ["run", value, *out]
+    else:
+        sc = {**fuzz.TINY, kind: value}
+        (tmp_path / "sc.yaml").write_text(yaml.safe_dump(sc))
+        argv = ["run", str(tmp_path / "sc.yaml"), *out]
+    assert main(argv) == 2
+    line = _error(capsys)
+    assert str(entry) in line and _WHY[how] in line, line
+    assert "did you mean" not in line and "unknown" not in line, line
+    if kind == "topology":  # the listing offers no name that cannot be read
+        assert main(["list", "--json"]) == 0
+        assert "odd" not in capsys.readouterr().out
+
+
+# ----------------------------------------------------------- keys that are not names
+
+
+@pytest.mark.parametrize(
+    "where, key, shown",
+    [
+        ("<root>", "on", "a boolean"),
+        ("<root>", "2020-01-01", "a date"),
+        ("workload", "~", "null"),
+        ("study", "8", "a number"),
+        ("schedules[0].options", "1.5", "a number"),
+        ("topology:node.nics", "3", "a number"),
+    ],
+)
+def test_a_mapping_key_yaml_reads_as_no_name_is_named(tmp_path, where, key, shown, capsys):
+    """Was: "study[1]: Keys should be strings" (pydantic's words, the key as a path
+    step and no allowed); a key of an options mapping read as [key]."""
+    sc = {**copy.deepcopy(fuzz.TINY), "schedules": [{"name": "ddp", "options": {}}]}
+    target = tmp_path / "sc.yaml"
+    if where.startswith("topology:"):
+        doc = yaml.safe_load((ROOT / "topologies" / "puhti.yaml").read_text())
+        target = tmp_path / "topo.yaml"
+        sc["topology"] = str(target)
+        where = where.split(":", 1)[1]
+    else:
+        doc = sc
+    node = doc
+    for step in where.replace("[0]", ".0").split(".") if where != "<root>" else []:
+        node = node[int(step)] if step.isdigit() else node[step]
+    node["PLACEHOLDER"] = 1
+    text = yaml.safe_dump(doc).replace("PLACEHOLDER", key)
+    target.write_text(text)
+    if target.name == "topo.yaml":
+        (tmp_path / "sc.yaml").write_text(yaml.safe_dump(sc))
+    argv = ["run", str(tmp_path / "sc.yaml"), "--out", str(tmp_path / "o"), "--no-plots"]
+    assert main(argv) == 2
+    line = _error(capsys)
+    assert f"{target}: {where}: a key that is {shown}" in line and "not a name" in line, line
+    assert "allowed: a field name" in line
+
+
+# ------------------------------------------------------ a file of another kind handed over
+
+_KIND_FILES = {
+    "scenario": ROOT / "scenarios" / "puhti64.yaml",
+    "topology": ROOT / "topologies" / "puhti.yaml",
+    "device profile": ROOT / "calibrate" / "profiles" / "h200-sxm.json",
+    "network profile": ROOT / "calibrate" / "profiles" / "network" / "nccl-spec.json",
+    "live-run": LIVE,
+    "reference-case": ROOT / "scenarios" / "references" / "prunex.yaml",
+}
+
+
+def _as(src: Path, tmp_path: Path, suffix: str) -> Path:
+    """``src`` rewritten as ``suffix`` (.yaml or .json), same content."""
+    text = src.read_text()
+    doc = json.loads(text) if src.suffix == ".json" else yaml.safe_load(text)
+    out = tmp_path / f"given{suffix}"
+    out.write_text(json.dumps(doc) if suffix == ".json" else yaml.safe_dump(doc))
+    return out
+
+
+@pytest.mark.parametrize(
+    "expected, given",
+    [
+        ("scenario", "topology"), ("scenario", "reference-case"),
+        ("topology", "scenario"), ("topology", "network profile"),
+        ("device profile", "network profile"), ("device profile", "topology"),
+        ("network profile", "device profile"), ("network profile", "live-run"),
+        ("live-run", "device profile"), ("Kineto trace", "live-run"),
+        ("reference-case", "scenario"),
+    ],
+)  # fmt: skip
+def test_a_file_of_another_kind_is_named_as_such(tmp_path, capsys, expected, given):
+    """Was: "topology: unknown key [and 9 more problem(s)]", "schema_version: unsupported
+    profile schema", "device: missing field", "traceEvents: unknown trace format"."""
+    out = ["--out", str(tmp_path / "o")]
+    json_kinds = ("device profile", "network profile", "live-run", "Kineto trace")
+    suffix = ".json" if expected in json_kinds else ".yaml"
+    f = _as(_KIND_FILES[given], tmp_path, suffix)
+    sc = tmp_path / "sc.yaml"
+    field = {"topology": "topology", "device profile": "profile",
+             "network profile": "network_profile"}.get(expected)  # fmt: skip
+    if field:
+        sc.write_text(yaml.safe_dump({**fuzz.TINY, field: str(f)}))
+        argv = ["run", str(sc), *out, "--no-plots"]
+    elif expected == "scenario":
+        argv = ["run", str(f), *out, "--no-plots"]
+    elif expected == "live-run":
+        argv = ["validate", "--live", str(f), *out, "--no-plot"]
+    elif expected == "Kineto trace":
+        argv = ["trace-summary", str(f)]
+    else:
+        refs = tmp_path / "refs"
+        refs.mkdir()
+        f.rename(refs / "x.yaml")
+        f = refs / "x.yaml"
+        argv = ["validate", "--references", str(refs), *out, "--no-plot"]
+    assert main(argv) == 2
+    line = _error(capsys)
+    assert f"{f}: <root>: this is a" in line and f" {given} file, not a" in line, line
+    assert f" {expected} file" in line and "allowed:" in line, line
+
+
+def test_a_home_path_in_a_scenario_is_expanded_and_a_blank_output_refused(
+    tmp_path, capsys, monkeypatch
+):
+    """Was: `output: ~/runs` made a folder named '~' in the working folder, `topology:
+    ~/t.yaml` was 'no such file', and `output: "  "` a folder named two spaces."""
+    home, work = tmp_path / "home", tmp_path / "work"
+    home.mkdir()
+    work.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.chdir(work)
+    (home / "t.yaml").write_text((ROOT / "topologies" / "puhti.yaml").read_text())
+    sc = {**fuzz.TINY, "topology": "~/t.yaml", "output": "~/runs/x"}
+    (work / "sc.yaml").write_text(yaml.safe_dump(sc))
+    assert main(["run", "sc.yaml", "--no-plots"]) == 0
+    assert (home / "runs" / "x" / "results.json").is_file()
+    assert not (work / "~").exists()
+    (work / "sc.yaml").write_text(yaml.safe_dump({**fuzz.TINY, "output": "  "}))
+    assert main(["run", "sc.yaml", "--no-plots"]) == 2
+    assert "output '  ': a blank folder name" in _error(capsys)
+    assert sorted(p.name for p in work.iterdir()) == ["sc.yaml"]
+
+
+@pytest.mark.parametrize("byte", [b"\x00", b"\x07", b"\x1b"])
+def test_a_control_character_in_yaml_is_named_with_its_line(tmp_path, capsys, byte):
+    """Was: "not valid YAML: cannot parse (got '?')": no line, no character."""
+    f = tmp_path / "sc.yaml"
+    f.write_bytes(b"name: x\nseed: 1" + byte + b"\n")
+    assert main(["run", str(f)]) == 2
+    line = _error(capsys)
+    assert f"{f}: <yaml>: not valid YAML: a control character" in line
+    assert f"character 0x{byte[0]:02x} at offset 15 (line 2)" in line
+
+
+@pytest.mark.parametrize(
+    "content, shown",
+    [
+        (b"", "the file is empty"),
+        (b"# just a note\n---\n", "the file is empty"),
+        ("name: x\n".encode("utf-16"), "UTF-16 text, not UTF-8"),
+        ('{"a": 1}'.encode("utf-32"), "UTF-32 text, not UTF-8"),
+    ],
+)
+@pytest.mark.parametrize("kind", ["scenario", "topology", "profile", "trace"])
+def test_an_empty_or_utf16_file_says_so(tmp_path, capsys, kind, content, shown):
+    """Was: "a scenario is a mapping (got 'NoneType')", "not valid JSON: Expecting value",
+    "truncated JSON" for an empty file; "byte 0xff at offset 0" for UTF-16."""
+    suffix = ".json" if kind in ("profile", "trace") else ".yaml"
+    f = tmp_path / f"f{suffix}"
+    f.write_bytes(content if suffix == ".yaml" or content[:1] != b"#" else b"  \n")
+    sc = tmp_path / "sc.yaml"
+    if kind in ("topology", "profile"):
+        sc.write_text(yaml.safe_dump({**fuzz.TINY, kind: str(f)}))
+        argv = ["run", str(sc), "--out", str(tmp_path / "o")]
+    else:
+        argv = ["run", str(f)] if kind == "scenario" else ["trace-summary", str(f)]
+    assert main(argv) == 2
+    line = _error(capsys)
+    assert f"{f}: <root>: {shown}" in line, line
+
+
+@pytest.mark.parametrize("value", [7, 10**400, True, 1e15])
+@pytest.mark.parametrize(
+    "field, section, src",
+    [("profile", "peak_flops", "h200-sxm.json"),
+     ("network_profile", "link_efficiency", "network/nccl-spec.json")],
+)  # fmt: skip
+def test_a_profile_mapping_written_as_one_number_is_a_type_error(
+    tmp_path, capsys, field, section, src, value
+):
+    """Was: TypeError: 'int' object is not iterable (the near-miss check walked it)."""
+    doc = json.loads((ROOT / "calibrate" / "profiles" / src).read_text())
+    top = "device" if field == "profile" else "network"
+    doc[top][section] = value
+    f = tmp_path / "p.json"
+    f.write_text(json.dumps(doc))
+    (tmp_path / "sc.yaml").write_text(yaml.safe_dump({**fuzz.TINY, field: str(f)}))
+    assert main(["run", str(tmp_path / "sc.yaml"), "--out", str(tmp_path / "o")]) == 2
+    line = _error(capsys)
+    assert f"{f}: {top}.{section}: wrong type" in line and "allowed: a mapping" in line
+
+
+@pytest.mark.parametrize("phase", ["", "   "])
+def test_live_run_op_with_an_empty_phase_name_is_named(tmp_path, capsys, phase):
+    """Was: a pydantic ValidationError traceback ("metric kind 'field' needs field") after
+    every simulation had run (found by `bench/fuzz.py --seed 8181`, live seed 8237)."""
+    doc = json.loads(LIVE.read_text())
+    pattern = doc["config"]["patterns"][0]
+    doc["ranks"][1]["patterns"][pattern]["ops"][0][1]["phase"] = phase
+    f = tmp_path / "live.json"
+    f.write_text(json.dumps(doc))
+    argv = ["validate", "--live", str(f), "--out", str(tmp_path / "v"), "--no-plot"]
+    assert main(argv) == 2
+    line = _error(capsys)
+    assert f"{f}: ranks[1].patterns.{pattern}.ops[0][1].phase: a phase needs a name" in line

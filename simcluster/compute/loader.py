@@ -16,9 +16,9 @@ from typing import Any
 
 from simcluster.compute.profile import DeviceProfile, SpecProfile
 from simcluster.compute.profile_schema import validate_network, validate_spec_device
-from simcluster.errors import ConfigError, UnknownNameError, did_you_mean
-from simcluster.inputs import load_json
-from simcluster.paths import is_file, network_profiles_dir, profiles_dir
+from simcluster.errors import ConfigError, did_you_mean
+from simcluster.inputs import check_kind, load_json
+from simcluster.paths import is_file, network_profiles_dir, not_found, profiles_dir
 from simcluster.registry import Registry
 
 __all__ = [
@@ -63,7 +63,7 @@ class NetworkProfile:
 
 
 def _names(folder: Path) -> list[str]:
-    return sorted(p.stem for p in folder.glob("*.json")) if folder.is_dir() else []
+    return sorted(p.stem for p in folder.glob("*.json") if is_file(p)) if folder.is_dir() else []
 
 
 def list_profiles() -> list[str]:
@@ -82,14 +82,14 @@ def _resolve(
     path: str | None = None,
 ) -> Path:
     """The file of ``name_or_path``: a ``.json`` path, else ``folder/<name>.json``;
-    else an UnknownNameError listing ``known()`` (the folder is listed only then)."""
+    else a ConfigError: why a path is not a file, or an unknown name listing ``known()``."""
     p = Path(name_or_path)
     if p.suffix == ".json" and is_file(p):
         return p
     candidate = folder / f"{name_or_path}.json"
     if is_file(candidate):
         return candidate
-    raise UnknownNameError(kind, name_or_path, known(), path=path)
+    raise not_found(kind, str(name_or_path), known(), (".json",), [folder], field=path)
 
 
 def profile_path(name_or_path: str, flag: str | None = None) -> Path:
@@ -98,10 +98,14 @@ def profile_path(name_or_path: str, flag: str | None = None) -> Path:
     return _resolve(name_or_path, profiles_dir(), "profile", list_profiles, flag)
 
 
-def _read(path: Path) -> dict[str, Any]:
+def _read(path: Path, kind: str | None = None) -> dict[str, Any]:
+    """The checked top level of a profile; ``kind`` ("device profile", "network profile")
+    refuses a file of another kind by name (:func:`simcluster.inputs.check_kind`)."""
     data = load_json(path, "profile")
     if not isinstance(data, dict):
         raise ConfigError(str(path), "<root>", type(data).__name__, "a profile is a JSON object")
+    if kind is not None:
+        check_kind(data, str(path), kind)
     version = data.get("schema_version")
     if type(version) is not int or version != SCHEMA_VERSION:
         raise ConfigError(
@@ -177,16 +181,17 @@ def _check_fit_record(prov: dict[str, Any], path: Path) -> None:
             )
 
 
-def read_profile_data(name_or_path: str) -> dict[str, Any]:
+def read_profile_data(name_or_path: str, flag: str | None = None) -> dict[str, Any]:
     """A device profile's JSON as written (samples included), checked like
-    :func:`load_profile` checks it."""
-    return _read(_resolve(name_or_path, profiles_dir(), "profile", list_profiles))
+    :func:`load_profile` checks it; an unknown name names ``flag`` when given."""
+    path = _resolve(name_or_path, profiles_dir(), "profile", list_profiles, flag)
+    return _read(path, "device profile")
 
 
 def load_profile(name_or_path: str) -> DeviceProfile:
     """A device profile by name (``v100-sxm2-32gb``) or path to a JSON file."""
     path = _resolve(name_or_path, profiles_dir(), "profile", list_profiles)
-    data = _read(path)
+    data = _read(path, "device profile")
     if "device" not in data:
         raise ConfigError(str(path), "device", None, "missing field")
     loader = PROFILE_KINDS.get(data["kind"])
@@ -222,7 +227,7 @@ PROFILE_KINDS.add("derived", _load_measured)
 def load_network_profile(name_or_path: str) -> NetworkProfile:
     """A network profile by name (``nccl-spec``) or path to a JSON file."""
     path = _resolve(name_or_path, network_profiles_dir(), "network profile", list_network_profiles)
-    data = _read(path)
+    data = _read(path, "network profile")
     if "network" not in data:
         raise ConfigError(str(path), "network.per_message_overhead_s", None, "missing field")
     net = validate_network(data["network"], str(path))

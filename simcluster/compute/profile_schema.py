@@ -201,7 +201,10 @@ def check_near_misses(data: Any, model: Any, file: str | None, prefix: tuple = (
     if not isinstance(data, dict) or not (isinstance(model, type) and issubclass(model, BaseModel)):
         return
     for name, known in _NAMED_KEYS.get(model.__name__, {}).items():
-        for key in data.get(name) or {}:
+        section = data.get(name)
+        if not isinstance(section, dict):  # a number, text, a list: its type is refused below
+            continue
+        for key in section:
             if key in known:
                 continue
             near = did_you_mean(str(key), known)

@@ -25,10 +25,16 @@ import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
-from simcluster.atomic import atomic_write, save_figure, write_text_atomic
+from simcluster.atomic import atomic_write, note_created_dirs, save_figure, write_text_atomic
 from simcluster.errors import UserError
 
-__all__ = ["prepare_output_dir", "atomic_write", "write_text_atomic", "save_figure", "RunOutputs"]
+__all__ = [
+    "prepare_output_dir",
+    "atomic_write",
+    "write_text_atomic",
+    "save_figure",
+    "RunOutputs",
+]
 
 MANIFEST = ".simcluster-outputs"
 #: longest path accepted (Linux PATH_MAX is 4096, NAME_MAX 255)
@@ -39,14 +45,18 @@ def prepare_output_dir(path: str | Path, what: str = "--out") -> Path:
     """Create ``path`` (parents too) and check a file can be written in it."""
     p = Path(path)
     text = str(p)
+    if not str(path).strip():
+        raise UserError(f"{what} {str(path)!r}: a blank folder name; give a folder")
     if len(os.fsencode(text)) > PATH_MAX or any(
         len(os.fsencode(part)) > NAME_MAX for part in p.parts
     ):
         raise UserError(f"{what} {text[:60]}...: path too long (at most {NAME_MAX} bytes a name)")
     if p.exists() and not p.is_dir():
         raise UserError(f"{what} {p}: is a file, not a folder")
+    missing = [a for a in (p, *p.parents) if not a.exists() and not a.is_symlink()]
     try:
         p.mkdir(parents=True, exist_ok=True)
+        note_created_dirs(missing)  # removed again if the command fails and they stay empty
         with tempfile.NamedTemporaryFile(dir=p, prefix=".simcluster-probe-"):
             pass
     except OSError as exc:

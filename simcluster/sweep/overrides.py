@@ -104,9 +104,16 @@ def set_path(data: Any, parts: list[str | int], value: Any, file: str | None = N
                     file, where, p, "index out of range", f"0..{len(cur) - 1}" if cur else "none"
                 )
         elif not isinstance(cur, dict):
+            near: list[str] = []
+            allowed = None
+            if isinstance(cur, list):  # schedules.0.name: the index goes in brackets
+                allowed = f"an index in brackets, 0..{len(cur) - 1}" if cur else None
+                if p.lstrip("-").isdigit():
+                    near = [_fmt([*parts[:i], int(p), *parts[i + 1 :]])]
             raise ConfigError(
-                file, where, p, f"cannot set a field inside a {type(cur).__name__} value"
-            )
+                file, where, p, f"cannot set a field inside a value of type {type(cur).__name__}",
+                allowed, near,
+            )  # fmt: skip
         if last:
             old = cur[p] if (isinstance(p, int) or p in cur) else None
             if isinstance(old, list) and not isinstance(value, list):

@@ -660,12 +660,16 @@ def _template(spec: TopologySpec, file: str | None) -> tuple[NodeTemplate, list[
 def list_topologies() -> list[str]:
     """Names of the topology files on the search path (user folders, then the shipped
     ``topologies/<name>.yaml``; see :mod:`simcluster.paths`)."""
-    return sorted({p.stem for d in topology_dirs() if d.is_dir() for p in d.glob("*.yaml")})
+    dirs = [d for d in topology_dirs() if d.is_dir()]
+    return sorted({p.stem for d in dirs for p in d.glob("*.yaml") if paths.is_file(p)})
 
 
 def _named(filename: str) -> Path | None:
     """``filename`` in the first topology search folder that has it."""
-    return next((d / filename for d in topology_dirs() if paths.is_file(d / filename)), None)
+    dirs = topology_dirs()
+    hit = next((d / filename for d in dirs if paths.is_file(d / filename)), None)
+    # a folder or broken link of that name is reported by _resolve, not "unknown topology"
+    return hit or next((d / filename for d in dirs if paths.is_entry(d / filename)), None)
 
 
 def _resolve(name_or_path: str) -> Path:
@@ -673,11 +677,11 @@ def _resolve(name_or_path: str) -> Path:
     p = Path(s)
     looks_like_path = s.endswith((".yaml", ".yml")) or "/" in s or "\\" in s
     if looks_like_path:
-        if paths.exists(p):
-            return p
+        if paths.exists(p) or paths.is_entry(p):
+            return _readable(p, s)
         shipped = _named(p.name) if p.parent == Path(".") else None
         if shipped is not None:
-            return shipped
+            return _readable(shipped, s)
         raise ConfigError(
             s,
             "<root>",
@@ -688,8 +692,19 @@ def _resolve(name_or_path: str) -> Path:
         )
     shipped = _named(f"{s}.yaml")
     if shipped is not None:
-        return shipped
+        return _readable(shipped, s)
     raise UnknownNameError("topology", s, list_topologies())
+
+
+def _readable(path: Path, given: str) -> Path:
+    """``path`` when it is a file or a folder (the reader names a folder); a broken link
+    or a link loop is a ConfigError saying so (``stat`` would raise)."""
+    if paths.is_file(path) or path.is_dir():
+        return path
+    raise ConfigError(
+        str(path), "<root>", given, f"topology file {paths.why_not_a_file(path)}",
+        "a shipped name or a .yaml file",
+    )  # fmt: skip
 
 
 #: node templates built from a spec object (kept alive beside them), by id

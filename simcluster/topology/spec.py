@@ -228,6 +228,9 @@ def spec_from_dict(data: Any, file: str | None = None) -> TopologySpec:
             "a topology file must be a mapping of keys to values",
             allowed="keys: " + ", ".join(TopologySpec.model_fields),
         )
+    from simcluster.inputs import check_kind
+
+    check_kind(data, file, "topology")
     import simcluster.topology.cluster  # noqa: F401  (registers node builders and fabrics)
 
     try:

@@ -202,6 +202,9 @@ def load_reference_file(path: str | Path) -> ReferenceFile:
     data = load_yaml(p, "reference file")
     if not isinstance(data, dict):
         raise ConfigError(str(p), "<root>", type(data).__name__, "a reference file is a mapping")
+    from simcluster.inputs import check_kind
+
+    check_kind(data, str(p), "reference-case")
     if "file" in data:
         raise ConfigError(str(p), "file", data["file"], "unknown key")
     try:

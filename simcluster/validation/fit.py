@@ -174,8 +174,9 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     try:
         out_path = Path(a.out)
-        if out_path.exists() and not a.force:
-            raise ConfigError(None, "--out", a.out, "exists (pass --force to overwrite)")
+        from simcluster.atomic import check_output_file
+
+        check_output_file([("--out", out_path)], a.force)
         if not 0 < a.rtol < 1:  # NaN fails too; 0 or less never converges
             raise ConfigError(None, "--rtol", a.rtol, "out of range", "a fraction in (0, 1)")
         if not a.name or not all(c.isalnum() or c in "_.-" for c in a.name):

@@ -276,6 +276,9 @@ def _load(path: str | Path) -> dict[str, Any]:
     if not p.exists():
         raise UserError(f"{p}: no such live-run file")
     data = load_json(p, "live-run file")
+    from simcluster.inputs import check_kind
+
+    check_kind(data, str(p), "live-run")
     if not isinstance(data, dict) or data.get("schema") != "simcluster-live/1":
         raise ConfigError(
             str(p),
@@ -630,6 +633,7 @@ def _validate_live(
     speeds: list[float] = []
     for pattern in cfg["patterns"]:
         per_rank = {r["rank"]: r["patterns"][pattern] for r in data["ranks"]}
+        _check_names(path, pattern, data["ranks"])
         pattern_compute, pattern_gloo = compute, gloo
         if gloo is not None and pattern in by_pattern:
             # the host's load drifts: the sharing test just before and just after this
@@ -694,6 +698,23 @@ def _validate_live(
             "sharing tests' job alone over the profile's time for it)"
         )
     return report
+
+
+def _check_names(path: str | Path, pattern: Any, ranks: list[dict[str, Any]]) -> None:
+    """A pattern and each op's phase are named (non-empty text): they become the cases'
+    names and metric fields (an empty one was a pydantic traceback after the run)."""
+    allowed = "a non-empty name, as calibrate.live records it (e.g. 'forward', 'allreduce')"
+    if not isinstance(pattern, str) or not pattern.strip():
+        raise ConfigError(str(path), "config.patterns", pattern, "a pattern needs a name", allowed)
+    for k, rank in enumerate(ranks):
+        for j, ops in enumerate(rank["patterns"][pattern]["ops"]):
+            for i, op in enumerate(ops):
+                ph = op.get("phase") if isinstance(op, dict) else None
+                if not isinstance(ph, str) or not ph.strip():
+                    raise ConfigError(
+                        str(path), f"ranks[{k}].patterns.{pattern}.ops[{j}][{i}].phase", ph,
+                        "a phase needs a name", allowed,
+                    )  # fmt: skip
 
 
 def _phase_value(

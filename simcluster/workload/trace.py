@@ -158,6 +158,9 @@ def _load_json(path: Path, field: str = "workload.trace") -> Any:
     from simcluster.inputs import decode
 
     text = decode(raw, file)  # a UTF-8 BOM is dropped; a non-UTF-8 byte is named
+    if not text.strip():
+        raise _bad(file, "<root>", None, "the file is empty (no JSON value in it)",
+                   "a Kineto trace from export_chrome_trace")  # fmt: skip
     try:
         return json.loads(text)
     except RecursionError:
@@ -180,6 +183,9 @@ def _check_format(data: Any, file: str) -> list[dict[str, Any]]:
             "this is an execution trace (ExecutionTraceObserver), not a Kineto trace",
             "the Kineto trace (export_chrome_trace) as workload.trace",
         )  # fmt: skip
+    from simcluster.inputs import check_kind
+
+    check_kind(data, file, "Kineto trace")  # after the execution trace's own message
     if not isinstance(data, dict) or not isinstance(data.get("traceEvents"), list):
         got = type(data).__name__ if not isinstance(data, dict) else sorted(data)[:6]
         raise _bad(
