@@ -14,9 +14,6 @@ patterns make:
 - an after-compute call per op (4, 32 and 256 KiB; every rank computes first, as in a
   stream of collectives between compute): over the aligned call of the same size, what a
   call costs when its processes' threads wake on a busy host (``wake_by_bytes``);
-- the same after a longer compute (4 and 256 KiB; the job 10 times, tens of ms as the
-  compute between a training loop's collectives): with the first, what the cost is
-  as a function of the compute before the call (``wake_by_compute``);
 - ``compute``: the same CPU job (a 3x3 convolution forward + backward) timed on
   every rank at once (wall), and on rank 0 alone (thread CPU time) while the others
   sleep in a barrier: their ratio is the CPU-sharing factor at P processes here.
@@ -62,11 +59,6 @@ SKEWED = "~skewed"
 #: rank) and the suffix of its op names in the samples
 COMPUTED_SIZES = [SKEW_BYTES, 32768, 262144]
 COMPUTED = "~computed"
-#: the after-longer-compute test: the job's repetitions before each call, its sizes
-#: (bytes per rank) and the suffix of its op names in the samples
-LONG_JOB_REPS = 10
-LONG_SIZES = [SKEW_BYTES, 262144]
-COMPUTED_LONG = "~computed-long"
 
 
 class _Job:
@@ -126,21 +118,14 @@ def sweep(sizes: list[int], reps: int, max_bytes: dict[str, int] | None = None) 
         out[f"{op}{SKEWED}"] = skewed(op, [SKEW_BYTES], 2 * reps)
         # after compute on every rank: the collective's threads wake on a busy host
         out[f"{op}{COMPUTED}"] = skewed(op, COMPUTED_SIZES, 2 * reps, everyone=True)
-        # the same after a longer compute: the cost as a function of the compute before
-        out[f"{op}{COMPUTED_LONG}"] = skewed(
-            op, LONG_SIZES, reps, everyone=True, job_reps=LONG_JOB_REPS
-        )
     return out
 
 
-def skewed(
-    op: str, sizes: list[int], calls: int, everyone: bool = False, job_reps: int = 1
-) -> list[dict[str, Any]]:
+def skewed(op: str, sizes: list[int], calls: int, everyone: bool = False) -> list[dict[str, Any]]:
     """This rank's seconds per call of ``op`` when the last rank (``everyone``: every
-    rank) computes the sharing test's job ``job_reps`` times before each call (a rank
-    that finishes first waits inside the collective), per size: ``[{"nbytes",
-    "samples_s", "compute_s"}]`` (``compute_s``: this rank's median wall seconds of the
-    job, when it ran it). Every rank calls it at once."""
+    rank) computes the sharing test's job once before each call (a rank that finishes
+    first waits inside the collective), per size: ``[{"nbytes", "samples_s"}]``. Every
+    rank calls it at once."""
     import torch
     import torch.distributed as dist
 
@@ -152,18 +137,15 @@ def skewed(
         x = torch.ones(max(1, n // 4))
         o = torch.empty(size * x.numel()) if op == "allgather" else None
         _collective(dist, ag, op, x, o)
-        ts, js = [], []
+        ts = []
         for _ in range(calls):
             dist.barrier()
             if everyone or dist.get_rank() == size - 1:
-                js.append(job(job_reps))
+                job(1)
             t0 = time.perf_counter()
             _collective(dist, ag, op, x, o)
             ts.append(time.perf_counter() - t0)
-        row: dict[str, Any] = {"nbytes": n, "samples_s": ts}
-        if js:
-            row["compute_s"] = statistics.median(js)
-        rows.append(row)
+        rows.append({"nbytes": n, "samples_s": ts})
     return rows
 
 
@@ -223,10 +205,6 @@ def reduce_ranks(per_rank: list[dict[str, Any]], reps_job: int) -> dict[str, Any
                     "rank_mean_median_s": statistics.median(means),
                 }  # fmt: skip
             )
-            computed = [g["ops"][op][i]["compute_s"] for g in per_rank
-                        if "compute_s" in g["ops"][op][i]]  # fmt: skip
-            if computed:  # the ranks' median wall seconds of the job before each call
-                rows[-1]["compute_s"] = statistics.median(computed)
         ops[op] = rows
     together = [statistics.mean(s) for s in zip(*(g["compute"]["together_s"] for g in per_rank),
                                                 strict=True)]  # fmt: skip
@@ -302,7 +280,7 @@ def fit(worlds: list[dict[str, Any]]) -> dict[str, Any]:
         p = int(w["world"])
         entry: dict[str, Any] = {"cpu_share_factor": w["compute"]["factor"]}
         for op, samples in w["ops"].items():
-            if op.endswith((SKEWED, COMPUTED, COMPUTED_LONG)):
+            if op.endswith((SKEWED, COMPUTED)):
                 continue
             # the mean, not the median: a phase sums many calls, and on a shared host
             # a call now and then waits a scheduler tick (4 ms here)
@@ -316,9 +294,6 @@ def fit(worlds: list[dict[str, Any]]) -> dict[str, Any]:
             computed = w["ops"].get(f"{op}{COMPUTED}")
             if computed:  # after compute on every rank, per size, over the aligned call
                 entry[op]["wake_by_bytes"] = wake_by_bytes(samples, computed)
-            curve = wake_by_compute(samples, computed, w["ops"].get(f"{op}{COMPUTED_LONG}"))
-            if curve:
-                entry[op]["wake_by_compute"] = curve
         out[str(p)] = entry
     return out
 
@@ -333,24 +308,6 @@ def wake_by_bytes(aligned: list[dict[str, Any]], skew: list[dict[str, Any]]) -> 
         for r in skew
         if int(r["nbytes"]) in at
     ]
-
-
-def wake_by_compute(
-    aligned: list[dict[str, Any]],
-    short: list[dict[str, Any]] | None,
-    long: list[dict[str, Any]] | None,
-) -> list[list[Any]]:
-    """``[[compute seconds, [[bytes, seconds], ...]], ...]``: the after-compute cost per
-    size (over the aligned call) at each compute length the sweep timed before a call
-    (the job once, and ``LONG_JOB_REPS`` times), shortest first; empty unless both tests
-    ran and recorded their compute seconds."""
-    points = []
-    for rows in (short, long):
-        if not rows or any("compute_s" not in r for r in rows):
-            return []
-        compute = statistics.median(float(r["compute_s"]) for r in rows)
-        points.append([compute, wake_by_bytes(aligned, rows)])
-    return sorted(points, key=lambda p: p[0])
 
 
 def main(argv=None) -> int:
@@ -492,9 +449,7 @@ def profile(raw: dict[str, Any], name: str = "gloo-host") -> dict[str, Any]:
             "skewed-arrival test (the last rank computes the conv job once first) at "
             "4 KiB minus the fit there; wake_by_bytes = the after-compute test (every "
             "rank computes the conv job once, then calls) at 4, 32 and 256 KiB minus the "
-            "aligned calls of the same size; wake_by_compute = the same after the job once and "
-            f"{LONG_JOB_REPS} times (the compute seconds before the call and the cost per "
-            "size at each); cpu_share_factor = the same conv job's wall time "
+            "aligned calls of the same size; cpu_share_factor = the same conv job's wall time "
             "on every rank at once over its thread CPU time alone (median of rounds)",
             "loadavg_1min": {
                 str(w["world"]): [w["loadavg_1min_start"], w["loadavg_1min_end"]]

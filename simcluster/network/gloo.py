@@ -24,12 +24,7 @@ call of the same size, at 4, 32 and 256 KiB), that replaces it, interpolated lin
 log2(bytes), the end values beyond: on a host with more busy threads than cores, the
 collective's threads (torch's gloo worker, gloo's socket loop, in every process) wait
 for a core each time they wake, the more often the more pieces a message moves in.
-Live validation adds it to every call. Where the sweep timed that test after two
-compute lengths (``wake_by_compute``: the job once and ten times before each call,
-with the compute's wall seconds), a call's cost follows the compute its ranks ran
-since their previous collective: linear in those seconds from 0 (a call right after
-another, as the aligned sweep times it) through the measured lengths, the longest's
-beyond. A busy loop's collective threads sleep longer, the longer the compute.
+Live validation adds it to every call.
 
 A process count that was not measured takes the nearest measured one below it
 with alpha and beta scaled by the ratio of the CPU-sharing factors (measured at
@@ -161,30 +156,21 @@ class GlooModel:
                         c["wake_s"] = float(c["wake_s"]) * factor
                     if "wake_by_bytes" in c:
                         c["wake_by_bytes"] = [[n, float(s) * factor] for n, s in c["wake_by_bytes"]]
-                    if "wake_by_compute" in c:
-                        c["wake_by_compute"] = [
-                            [t, [[n, float(s) * factor] for n, s in pairs]]
-                            for t, pairs in c["wake_by_compute"]
-                        ]
                     w[op] = c
             worlds[str(p)] = w
         return GlooModel(worlds, self.source)
 
-    def wake(
-        self, op: str, world: int, nbytes: float | None = None, after_s: float | None = None
-    ) -> float:
+    def wake(self, op: str, world: int, nbytes: float | None = None) -> float:
         """Seconds a call adds when its ranks arrive apart (the early ones block and
         must be woken): measured by the sweep's skewed-arrival test, at ``nbytes`` when
-        it ran at several sizes; 0 if absent. ``after_s``: the seconds of compute the
-        ranks ran since their previous collective, where the sweep timed the cost
-        after several compute lengths (``wake_by_compute``)."""
+        it ran at several sizes; 0 if absent."""
         if world < 2:
             return 0.0
         if world in self.worlds:
-            return _wake_at(self.worlds[world][op], nbytes, after_s)
+            return _wake_at(self.worlds[world][op], nbytes)
         below = [p for p in self.worlds if p < world]
         base = max(below) if below else min(self.worlds)
-        w = _wake_at(self.worlds[base][op], nbytes, after_s)
+        w = _wake_at(self.worlds[base][op], nbytes)
         return w * self.share(world) / self.share(base)
 
     def with_wake_sizes(self, other: GlooModel) -> GlooModel:
@@ -208,43 +194,21 @@ class GlooModel:
             worlds[str(p)] = w
         return GlooModel(worlds, self.source)
 
-    def seconds(
-        self,
-        op: str,
-        world: int,
-        nbytes: float,
-        skewed: bool = False,
-        after_s: float | None = None,
-    ) -> float:
+    def seconds(self, op: str, world: int, nbytes: float, skewed: bool = False) -> float:
         """Seconds of ``op`` over ``world`` processes on ``nbytes`` (see cost_terms),
-        plus the wake-up cost when ``skewed`` (ranks arrive at different times), after
-        ``after_s`` seconds of compute where the model has the cost by compute length."""
+        plus the wake-up cost when ``skewed`` (ranks arrive at different times)."""
         if world < 2:
             return 0.0
         alpha, beta, _ = self.constants(op, world)
         m, b = cost_terms(op, world, nbytes)
-        wake = self.wake(op, world, nbytes, after_s) if skewed else 0.0
-        return alpha * m + beta * b + wake
+        return alpha * m + beta * b + (self.wake(op, world, nbytes) if skewed else 0.0)
 
 
-def _wake_at(c: Mapping[str, Any], nbytes: float | None, after_s: float | None = None) -> float:
-    """``wake_s``, or ``wake_by_bytes`` interpolated in log2(bytes) at ``nbytes``; with
-    ``after_s`` and ``wake_by_compute``, that curve's cost at ``nbytes`` interpolated
-    linearly in compute seconds from (0, 0), the longest's beyond."""
-    curve = c.get("wake_by_compute")
-    if after_s is not None and nbytes is not None and curve:
-        xs = [0.0] + [float(t) for t, _ in curve]
-        ys = [0.0] + [_by_bytes(pairs, nbytes) for _, pairs in curve]
-        return float(np.interp(max(0.0, float(after_s)), xs, ys))
+def _wake_at(c: Mapping[str, Any], nbytes: float | None) -> float:
+    """``wake_s``, or ``wake_by_bytes`` interpolated in log2(bytes) at ``nbytes``."""
     pairs = c.get("wake_by_bytes")
     if nbytes is None or not pairs:
         return float(c.get("wake_s", 0.0))
-    return _by_bytes(pairs, nbytes)
-
-
-def _by_bytes(pairs: Sequence[Sequence[float]], nbytes: float) -> float:
-    """[bytes, seconds] pairs interpolated in log2(bytes) at ``nbytes``, the end values
-    beyond."""
     xs = [math.log2(max(1.0, float(n))) for n, _ in pairs]
     ys = [float(s) for _, s in pairs]
     return float(np.interp(math.log2(max(1.0, float(nbytes))), xs, ys))

@@ -9,9 +9,7 @@ live program ran them, and simulated:
   arrives) followed by the seconds of :class:`simcluster.network.gloo.GlooModel`
   (messages and bytes of gloo's algorithm, per-message and per-byte costs and a
   wake-up cost per call, per op and process count; per size where the sweep timed
-  calls right after compute, ``wake_by_bytes``; by the rank's compute since its
-  previous collective where it timed two compute lengths, ``wake_by_compute``) from
-  the run's own sweep
+  calls right after compute, ``wake_by_bytes``) from the run's own sweep
   (``calibrate.live`` measures it on its processes before the patterns; a sweep
   without ``wake_by_bytes`` takes the ``gloo-host`` profile's, scaled by the sharing
   factors), else from the ``gloo-host`` network profile (``simcluster calibrate
@@ -467,14 +465,12 @@ def _programs(
         prog = RankClass(f"r{r}", (r,))
         seen: dict[str, int] = {}
         prev: tuple[str, ...] = ()
-        since = 0.0  # seconds of compute since this rank's previous collective
         for i, op in enumerate(ops):
             ph = op["phase"]
             k = seen.get(ph, 0)
             seen[ph] = k + 1
             if op["kind"] == "compute":
                 t = compute[ph] if compute is not None and ph in compute else op["seconds"]
-                since += t
                 oid = f"{ph}@{i}"
                 prog.add(compute_op(oid, t, ph, prev))
             elif gloo is not None:
@@ -483,12 +479,8 @@ def _programs(
                 prog.add(collective(arrive, CollectiveCall("allreduce", groups, 0.0), ph, prev))
                 phase_of[arrive] = ph
                 mine = next(g for g in groups if r in g)
-                # every call follows each rank's own compute: ranks arrive apart (the
-                # cost by compute length, where the sweep measured it, after ``since``)
-                t = gloo.seconds(
-                    op["kind"], len(mine), float(op["nbytes"]), skewed=True, after_s=since
-                )
-                since = 0.0
+                # every call follows each rank's own compute: ranks arrive apart
+                t = gloo.seconds(op["kind"], len(mine), float(op["nbytes"]), skewed=True)
                 oid = f"{ph}#{k}"
                 prog.add(compute_op(oid, t, ph, (arrive,), stream="comm"))
             else:
