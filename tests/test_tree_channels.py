@@ -118,22 +118,12 @@ def test_bad_tree_channel_cap_is_a_config_error():
 def _node_rings_reference(template) -> list[list[int]]:
     """channels.node_rings's greedy written with a dict of link loads, scored afresh
     for every candidate (the code it replaced): the tabulated rounds must agree."""
-    from simcluster.collectives.channels import MAX_RINGS, hamiltonian_cycles
+    from simcluster.collectives.channels import MAX_RINGS, nvlink_ring_candidates
 
-    R = template.ranks_per_node
-    index = {v: i for i, v in enumerate(template.ranks)}
-    cap = {}
-    for u, v, a in template.edges:
-        if a["kind"] == "nvlink" and u in index and v in index:
-            i, j = index[u], index[v]
-            cap[(i, j)] = cap[(j, i)] = float(a["bandwidth"])
-    if R < 3 or not cap:
-        return [list(range(R))]
-    adj = [sorted(j for (i, j) in cap if i == k) for k in range(R)]
-    cycles = hamiltonian_cycles(adj)
-    if not cycles:
-        return [list(range(R))]
-    directed = [r for c in cycles for r in (list(c), [c[0], *reversed(c[1:])])]
+    found = nvlink_ring_candidates(template)
+    if found is None:
+        return [list(range(template.ranks_per_node))]
+    R, cap, directed = found
 
     def edges(order):
         return [(order[i], order[(i + 1) % R]) for i in range(R)]

@@ -64,8 +64,12 @@ def hamiltonian_cycles(adj: list[list[int]], limit: int = MAX_CYCLES) -> list[tu
     return out
 
 
-def node_rings(template) -> list[list[int]]:
-    """Local rank orders, one per intra-node channel (see module doc)."""
+def nvlink_ring_candidates(
+    template,
+) -> tuple[int, dict[tuple[int, int], float], list[list[int]]] | None:
+    """(ranks per node, NVLink bandwidth in bytes/s per local rank pair both ways,
+    every NVLink Hamiltonian cycle in both directions), or None when the node has no
+    NVLink ring (fewer than 3 ranks, no NVLink, no cycle through every GPU)."""
     R = template.ranks_per_node
     index = {v: i for i, v in enumerate(template.ranks)}
     cap: dict[tuple[int, int], float] = {}
@@ -74,15 +78,24 @@ def node_rings(template) -> list[list[int]]:
             i, j = index[u], index[v]
             cap[(i, j)] = cap[(j, i)] = float(a["bandwidth"])
     if R < 3 or not cap:
-        return [list(range(R))]
+        return None
     adj = [sorted(j for (i, j) in cap if i == k) for k in range(R)]
     cycles = hamiltonian_cycles(adj)
     if not cycles:
-        return [list(range(R))]
+        return None
     directed = []
     for c in cycles:
         directed.append(list(c))
         directed.append([c[0], *reversed(c[1:])])
+    return R, cap, directed
+
+
+def node_rings(template) -> list[list[int]]:
+    """Local rank orders, one per intra-node channel (see module doc)."""
+    found = nvlink_ring_candidates(template)
+    if found is None:
+        return [list(range(template.ranks_per_node))]
+    R, cap, directed = found
 
     def edges(order: list[int]) -> list[tuple[int, int]]:
         return [(order[i], order[(i + 1) % R]) for i in range(R)]
