@@ -136,6 +136,12 @@ def test_a_link_of_infinite_capacity_limits_no_flow(seed):
     np.testing.assert_array_equal(two, [np.inf, 10.0])
 
 
+def test_finite_capacities_whose_sum_overflows_are_solved_as_they_are():
+    cap = np.array([1e308, 1e308])  # their sum is inf; each limits its flow
+    ef, el = np.array([0, 1]), np.array([0, 1])
+    np.testing.assert_array_equal(maxmin_rates(ef, el, 2, cap), _reference(ef, el, 2, cap))
+
+
 def test_a_nan_capacity_is_a_clear_error():
     with pytest.raises(ValueError, match=r"capacity is NaN on link\(s\) \[1\]"):
         maxmin_rates(np.array([0, 0]), np.array([0, 1]), 1, np.array([5.0, np.nan]))

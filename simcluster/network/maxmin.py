@@ -170,7 +170,9 @@ def maxmin_rates(
     used, el = _compact(np.asarray(entry_link), capacity.size, np.uint32)
     nlinks = used.size
     cap = capacity[used].astype(np.float64)
-    if not cap.sum() < np.inf:  # an infinite or NaN capacity (one reduction when there is none)
+    # an infinite or NaN capacity (one reduction when there is none; a max, not a sum,
+    # which finite capacities near the float limit would overflow)
+    if not np.maximum.reduce(cap) < np.inf:
         return _without_unbounded(entry_flow, entry_link, num_flows, capacity, load)
     tol = REL_TOL * cap
     if load is not None:
