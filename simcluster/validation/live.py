@@ -623,9 +623,10 @@ def _validate_live(
     report = LiveReport(str(path), cfg, net_text, device_text, link)
     report.gloo = gloo
     speeds: list[float] = []
+    for pattern in cfg["patterns"]:  # every name checked before the first simulation
+        _check_names(path, pattern, data["ranks"])
     for pattern in cfg["patterns"]:
         per_rank = {r["rank"]: r["patterns"][pattern] for r in data["ranks"]}
-        _check_names(path, pattern, data["ranks"])
         pattern_compute, pattern_gloo = compute, gloo
         if gloo is not None and pattern in by_pattern:
             # the host's load drifts: the sharing test just before and just after this
