@@ -234,3 +234,99 @@ def test_order_suffixes_are_the_live_flows_extremes(seed):
         alive[want] = False
         assert order.first_done() == (td[alive].min() if alive.any() else np.inf)
         assert order.top_rate() == (r[alive].max() if alive.any() else 0.0)
+
+
+def _busy_run(capacity, batches, ticks):
+    """``run`` plus processes that only wait (``ticks``: their wake times, s), so that
+    other events fall between flow ends; returns the batches' ends in event order."""
+    env = simpy.Environment()
+    net = make_network("maxmin", env, np.asarray(capacity, float), np.ones(len(capacity), bool))
+    ends = []
+
+    def launch(i, at, flows):
+        yield env.timeout(at)
+        yield net.transfer(flows)
+        ends.append((i, env.now))
+
+    def tick(at):
+        yield env.timeout(at)
+        ends.append(("tick", env.now))
+
+    for i, (at, flows) in enumerate(batches):
+        env.process(launch(i, at, flows))
+    for at in ticks:
+        env.process(tick(at))
+    env.run()
+    return ends, net
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_chained_wakeups_equal_one_event_each(seed, monkeypatch):
+    """Wake-ups run back to back up to the next queued event (and flows ended in
+    sorted runs) give the very floats, events and event order of one simpy event
+    per wake-up, also where a delay cannot land on a wake-up time exactly."""
+    from simcluster.network import backend
+
+    rng = np.random.default_rng(300 + seed)
+    nl = int(rng.integers(2, 7))
+    capacity = rng.choice([1e9, 2.5e9, 4e9, 10e9], nl)
+    batches = []
+    for _ in range(int(rng.integers(1, 4))):
+        specs = [
+            FlowSpec(
+                tuple(int(x) for x in rng.choice(nl, int(rng.integers(1, nl + 1)), False)),
+                float(rng.choice([1e6, 3e6, 1e7]) * rng.uniform(0.5, 2.0)),
+                float(rng.choice([0.0, 1e-6])),
+            )
+            for _ in range(int(rng.integers(5, 80)))
+        ]
+        batches.append((float(rng.choice([0.0, 1e-3, 2.5e-3])), specs))
+    ticks = rng.uniform(0.0, 0.02, int(rng.integers(0, 6))).tolist()
+    monkeypatch.setattr(backend, "_ORDER_MIN_FLOWS", 0)  # these tables are small
+    chained, chained_net = _busy_run(capacity, batches, ticks)
+    real_delay = backend.exact_delay
+
+    def refusing(now, when):  # a third of the (now, when) pairs cannot be reached
+        return None if when > now and hash((now, when)) % 3 == 0 else real_delay(now, when)
+
+    monkeypatch.setattr(backend, "exact_delay", refusing)
+    refused, refused_net = _busy_run(capacity, batches, ticks)
+    monkeypatch.setattr(backend.MaxMinNetwork, "_horizon", lambda self: self.env.now)
+    single, single_net = _busy_run(capacity, batches, ticks)
+    assert chained == single  # exact, in the same order
+    assert refused == single
+    assert chained_net.rate_updates == refused_net.rate_updates == single_net.rate_updates
+
+
+def test_exact_delay_lands_on_the_time_or_says_it_cannot():
+    from simcluster.network.backend import exact_delay
+
+    for now, when in [(0.1, 0.3), (0.0, 1e-9), (3.0, 3.0), (1e-7, 12.5)]:
+        d = exact_delay(now, when)
+        assert d is not None and d >= 0.0 and now + d == when
+    assert exact_delay(1.0, 2.0**53 + 2) is None  # no float d gives 1 + d == 2**53 + 2
+
+
+def test_flows_that_free_nothing_end_in_one_run(monkeypatch):
+    """One transfer whose flows each have a link of their own, the fastest ending
+    first: every end frees bandwidth no live flow can use, so the wake-ups up to
+    the last run as one sorted run; the transfer ends when its slowest flow does."""
+    from simcluster.network import backend
+
+    capacity = [1e9 * (20 - i) for i in range(20)]
+    flows = [FlowSpec((i,), 1e6, L) for i in range(20)]
+    monkeypatch.setattr(backend, "_ORDER_MIN_FLOWS", 0)
+    runs = []
+    real_steps = backend.MaxMinNetwork._quiet_steps
+
+    def counting(self, now, horizon):
+        out = real_steps(self, now, horizon)
+        runs.append(out != now)
+        return out
+
+    monkeypatch.setattr(backend.MaxMinNetwork, "_quiet_steps", counting)
+    ends, net = _busy_run(capacity, [(0.0, flows)], [])
+    assert any(runs)
+    assert ends == [(0, pytest.approx(L + 1e6 / 1e9, rel=1e-12))]
+    monkeypatch.setattr(backend.MaxMinNetwork, "_horizon", lambda self: self.env.now)
+    assert _busy_run(capacity, [(0.0, flows)], [])[0] == ends

@@ -18,6 +18,7 @@ Both count the bytes of flows that cross an inter-node link (``inter_node_bytes`
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -118,7 +119,15 @@ class _Order:
     The sort need not be stable: what is read from it (the flows at or below
     a time, a least time, a highest rate) does not depend on ties."""
 
-    __slots__ = ("epoch", "by_slack", "slack", "rate", "done_min", "rate_max", "next_slack")
+    __slots__ = (
+        "epoch",
+        "by_slack",
+        "slack",
+        "rate",
+        "done_min",
+        "rate_max",
+        "next_slack",
+    )
 
     def __init__(
         self,
@@ -420,16 +429,120 @@ class MaxMinNetwork(NetworkBackend):
         ft = self._flows
         if ft.num_alive == 0:
             return
-        order = ft.order()
-        wake = float(np.minimum.reduce(ft.tdone)) if order is None else order.first_done()
         version = self._version
-        t = self.env.timeout(max(wake - self.env.now, 0.0))
+        t = self.env.timeout(max(self._first_done() - self.env.now, 0.0))
         t.callbacks.append(lambda _e: self._on_wakeup(version))
 
+    def _first_done(self) -> float:
+        """The least projected end of the live flows (seconds)."""
+        ft = self._flows
+        order = ft.order()
+        return float(np.minimum.reduce(ft.tdone)) if order is None else order.first_done()
+
     def _on_wakeup(self, version: int) -> None:
+        """End the flows due now, and those of the wake-ups that would follow while
+        nothing else can happen: a wake-up before the next queued event of the
+        simulation, at a time a timeout from now lands on exactly, is run here at
+        its own time (every rate and time is the same as from its own event; only
+        simpy's events are spared) unless it finishes a transfer. Where the chain
+        stops, the events are those the wake-ups would have made, at the same times
+        and in the same order."""
         if version != self._version:
             return  # superseded by a later arrival
-        now = self.env.now
+        env = self.env
+        now = env.now
+        horizon = self._horizon()  # nothing else happens before this (seconds)
+        while True:
+            now = self._quiet_steps(now, horizon)
+            finished = self._end_due(now)
+            done = [(oid, n) for oid, n in finished if self._owners[oid].pending == n]
+            for oid, n in finished:
+                if self._owners[oid].pending != n:
+                    self._owners[oid].finish(n)
+            if done:  # the transfer's waiters run at its own time, from its own event
+                self._then(now, lambda d=done: self._finish(d))
+                return
+            if self._flows.num_alive == 0:
+                self._version += 1
+                return
+            wake = now + max(self._first_done() - now, 0.0)  # where timeout() lands
+            delay = exact_delay(env.now, wake)
+            if wake < horizon and delay is not None:
+                now = wake
+                continue
+            if delay is None:  # the wake-up's timeout made at its own time
+                self._then(now, self._reschedule)
+                return
+            self._version += 1
+            version = self._version
+            t = env.timeout(delay)
+            t.callbacks.append(lambda _e, v=version: self._on_wakeup(v))
+            return
+
+    def _horizon(self) -> float:
+        """The time of the next queued event of the simulation (seconds; inf if none)."""
+        return self.env.peek()
+
+    def _quiet_steps(self, now: float, horizon: float) -> float:
+        """Run the wake-ups of the chain from ``now`` (seconds) on that read only the
+        sorted order of the table's one transfer: each ends flows, frees nothing
+        another live flow could use (none is as fast as the slowest that ended),
+        finishes not the transfer, and is followed by a wake-up before ``horizon``
+        that a timeout from now lands on. Their flows end as :meth:`_end_due` would
+        end them, at once; returns the time of the first wake-up left to run."""
+        ft = self._flows
+        order = ft.order()
+        if order is None or ft.sole_owner < 0:
+            return now
+        owner = self._owners[ft.sole_owner]
+        slack, rate, done_min, rate_max = order.slack, order.rate, order.done_min, order.rate_max
+        last = slack.size
+        first = i = order.next_slack
+        pending = owner.pending
+        env_now = self.env.now
+        steps = []
+        while True:
+            stop = i + int(slack[i:].searchsorted(now, side="right"))
+            n = stop - i
+            if n <= 0 or n >= pending or stop == last:
+                break  # nothing due (round-off), the transfer's end, or no flow left
+            l0 = rate.item(i) if n == 1 else float(np.minimum.reduce(rate[i:stop]))
+            if not rate_max.item(stop) < l0 * (1 - 1e-9):  # as in _resolve_from
+                break  # a live flow as fast as an ended one: re-solve
+            wake = now + max(done_min.item(stop) - now, 0.0)  # where timeout() lands
+            if not (wake < horizon and exact_delay(env_now, wake) is not None):
+                break
+            steps.append((i, stop))
+            i, pending, now = stop, pending - n, wake
+        if steps:
+            by, rates = order.by_slack, order.rate
+            self._unloaded.extend((by[a:b], rates[a:b]) for a, b in steps)
+            order.next_slack = i
+            ft.end(by[first:i])
+            owner.pending = pending  # none reached 0: nothing to fire
+        return now
+
+    def _then(self, when: float, action) -> None:
+        """Run ``action()`` at ``when`` (now, or a time of the wake-up chain, which
+        :func:`exact_delay` reaches from now)."""
+        if when == self.env.now:
+            action()
+            return
+        self._version += 1  # no wake-up pending until ``action`` schedules one
+        t = self.env.timeout(exact_delay(self.env.now, when))
+        t.callbacks.append(lambda _e: action())
+
+    def _finish(self, done: list[tuple[int, int]]) -> None:
+        """Finish the transfers ``done`` ((owner, flows) whose last flows ended now)
+        and wait for the next end."""
+        for oid, n in done:
+            owner = self._owners.pop(oid)
+            owner.finish(n)
+        self._reschedule()
+
+    def _end_due(self, now: float) -> list[tuple[int, int]]:
+        """End the flows due at ``now`` (seconds), re-solve what they free; returns
+        (owner, flows ended) per owner of the ended flows (not yet told)."""
         ft = self._flows
         # Flows within a hair of completion finish together (float round-off).
         order = ft.order(build=True)
@@ -446,23 +559,31 @@ class MaxMinNetwork(NetworkBackend):
         l0 = float(rates[rates.argmin()])  # min(): the same float, ~2 us slower a call
         self._unloaded.append((ended, rates))
         if ft.sole_owner >= 0:
-            owners, counts = [ft.sole_owner], [ended.size]
+            finished = [(ft.sole_owner, int(ended.size))]
         else:
             owned = ft.owner[ended]
             if owned[0] == owned[-1] and bool((owned == owned[0]).all()):
-                owners, counts = [int(owned[0])], [ended.size]
+                finished = [(int(owned[0]), int(ended.size))]
             else:
                 found, many = np.unique(owned, return_counts=True)
-                owners, counts = found.tolist(), many.tolist()
+                finished = list(zip(found.tolist(), many.tolist(), strict=True))
         ft.end(ended)
         if ft.num_alive:
             self._resolve_from(l0, now)
-        for oid, n in zip(owners, counts, strict=True):
-            owner = self._owners[oid]
-            if owner.pending == n:
-                del self._owners[oid]
-            owner.finish(n)
-        self._reschedule()
+        return finished
+
+
+def exact_delay(now: float, when: float) -> float | None:
+    """A delay (seconds) that simpy's ``now + delay`` turns into ``when`` bit for bit,
+    or None where no float does (``now + (when - now)`` may round off ``when``: at
+    ``now`` = 1 and ``when`` = 2**53 + 2 no delay lands on it)."""
+    delay = when - now
+    if now + delay == when:
+        return delay
+    for d in (math.nextafter(delay, math.inf), math.nextafter(delay, -math.inf)):
+        if now + d == when and d >= 0.0:
+            return d
+    return None
 
 
 class FoldedMaxMinNetwork(MaxMinNetwork):
