@@ -470,7 +470,8 @@ def test_execution_trace_node_of_the_wrong_shape_is_named(tmp_path, capsys, node
     "argv, shown",
     [
         (["--algo", "rng"], "--algo: unknown allreduce algorithm (got 'rng'); allowed: "
-         "halving-doubling, hierarchical, leader, nvls, ring, tree; did you mean 'ring'?"),
+         "halving-doubling, hierarchical, leader, nvls, rabenseifner, ring, tree; "
+         "did you mean 'ring'?"),
         (["--proto", "ll"], "--proto: unknown protocol (got 'll'); allowed: LL, LL128, Simple, "
          "auto; did you mean 'LL'?"),
         (["--op", "broadcast", "--algo", "ring"],

@@ -108,6 +108,39 @@ def test_halving_doubling_needs_power_of_two(ring_cluster):
         )
 
 
+@pytest.mark.parametrize("p", [2, 3, 4, 8, 12, 16, 20])
+@pytest.mark.parametrize("backend", ["maxmin", "closed-form"])
+def test_rabenseifner_closed_form_on_a_switch(star_cluster, p, backend):
+    # Open MPI's redscat_allgather: with p' = 2^floor(log2 p) and r = p - p', two
+    # log2(p') rounds moving (1 - 1/p') n each way, plus, when r > 0, a half-vector
+    # exchange, a half-vector send and a whole-vector send (3 messages, 2 n).
+    n = 48e6
+    cluster = star_cluster(p, B, ALPHA)
+    call = CollectiveCall("allreduce", (tuple(range(p)),), n, "rabenseifner")
+    p2 = 1 << (p.bit_length() - 1)
+    extra = p > p2
+    hop = 2 * ALPHA  # host -> switch -> host
+    expected = hop * (2 * (p2.bit_length() - 1) + 3 * extra) + n / B * (
+        2 * (1 - 1 / p2) + 2 * extra
+    )
+    assert simulate(cluster, call, backend) == pytest.approx(expected, rel=1e-9)
+
+
+def test_rabenseifner_non_power_of_two_costs_more_than_the_next_power(star_cluster):
+    # 12 ranks move 3.75 n on the critical path, 16 ranks 1.875 n: the 12-rank group
+    # is slower, the ring is not.
+    n = 100e6
+    t = {}
+    for p in (8, 12, 16):
+        cluster = star_cluster(p, B, 0.0)
+        for algo in ("rabenseifner", "ring"):
+            call = CollectiveCall("allreduce", (tuple(range(p)),), n, algo)
+            t[p, algo] = simulate(cluster, call)
+    assert t[12, "rabenseifner"] == pytest.approx(3.75 * n / B, rel=1e-9)
+    assert t[12, "rabenseifner"] > 1.9 * t[16, "rabenseifner"]
+    assert t[8, "ring"] < t[12, "ring"] < t[16, "ring"]
+
+
 def test_unknown_algorithm_names_the_choices(ring_cluster):
     from simcluster.errors import UnknownNameError
 

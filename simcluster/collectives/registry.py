@@ -60,6 +60,7 @@ ALGORITHMS: dict[str, Registry[Lowering]] = {
             "hierarchical": hierarchical.allreduce,
             "leader": leader.allreduce,
             "halving-doubling": halving_doubling.allreduce,
+            "rabenseifner": halving_doubling.rabenseifner,
             "nvls": nvls.allreduce,
         },
     ),
