@@ -215,6 +215,26 @@ def test_offload_only_where_it_finishes_inside_the_buffers_gpu_work():
     assert offload_selection([1.0, 1.0], [0.0, 0.0], [4.0, 9.0], [0.1] * 2, [0.05] * 2, [0]) == []
 
 
+def test_tensors_per_buffer_groups_a_fixed_count_in_backward_order():
+    from simcluster.schedules.training import grad_tensors, group_by_count
+
+    model = build_model("resnet152")
+    tensors = grad_tensors(model)
+    assert len(tensors) == 467
+    groups = group_by_count(tensors, 10)
+    assert [len(g.tensors) for g in groups] == [10] * 46 + [7]
+    assert [t.index for g in groups for t in g.tensors] == list(range(467))
+    assert [g.index for g in groups] == list(range(47))
+    with pytest.raises(ValueError, match="count must be >= 1"):
+        group_by_count(tensors, 0)
+    cls = get_schedule("fusion-multitensor")
+    sched = cls(cls.Options(tensors_per_buffer=10))
+    ctx = BuildContext(None, 64, model, None, 32, "amp", 1, 0)
+    assert [len(b.tensors) for b in sched.buffers(ctx)] == [10] * 46 + [7]
+    by_bytes = get_schedule("fusion-multitensor")().buffers(ctx)
+    assert len(by_bytes) == math.ceil(4 * model.params / (64 * 2**20))
+
+
 def test_tensor_missing_rate_model():
     # one huge-gradient tensor takes the whole budget; the small-gradient one goes missing
     assert tensor_missing_rate([1000, 1000], [1.0, 1e-3], 0.01) == 0.5

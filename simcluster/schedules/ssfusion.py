@@ -2,7 +2,9 @@
 
 Gradients are fused into buffers in backward order (``buffer_mb``; SSFusion
 sizes buffers with Cupcake's FindOptFusion, which we stand in for with a size
-threshold). Each buffer is communicated as soon as its last gradient is ready:
+threshold; ``tensors_per_buffer`` groups a fixed number of tensors instead, as the
+OMGS baseline in the authors' repository does). Each buffer is communicated as
+soon as its last gradient is ready:
 
 - ``fusion-dense``: dense allreduce per buffer (Horovod-like tensor fusion);
 - ``fusion-pertensor``: every tensor sparsified (DGC, density 0.01) right after
@@ -77,6 +79,7 @@ from simcluster.schedules.training import (
     Bucket,
     GradTensor,
     grad_tensors,
+    group_by_count,
     group_tensors,
     micro_steps,
     optimizer_step,
@@ -321,6 +324,14 @@ def tensor_missing_rate(sizes: Sequence[int], scales: Sequence[float], density: 
 
 class FusionOptions(Options):
     buffer_mb: float = Field(64.0, gt=0, le=4096, description="fusion buffer size, MiB")
+    tensors_per_buffer: int = Field(
+        0,
+        ge=0,
+        le=1_000_000,
+        description="0: buffers filled up to buffer_mb; N: N gradient tensors per buffer in "
+        "backward order, whatever their size (the OMGS baseline in the SSFusion authors' "
+        "repository, omgs/hv_distributed_optimizer_omgs.py, groups 10 layers' tensors)",
+    )
     framework: Literal["horovod", "none"] = Field(
         "horovod",
         description="horovod: cycle wait, negotiation and fusion-buffer copies per buffer "
@@ -363,6 +374,8 @@ class _Fusion(Schedule):
 
     def buffers(self, ctx: BuildContext) -> list[Bucket]:
         o: FusionOptions = self.options  # type: ignore[assignment]
+        if o.tensors_per_buffer:
+            return group_by_count(grad_tensors(ctx.model), o.tensors_per_buffer)
         cap = o.buffer_mb * MB
         return group_tensors(grad_tensors(ctx.model), cap, cap, 4)
 
