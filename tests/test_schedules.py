@@ -14,10 +14,13 @@ from simcluster.schedules import BuildContext, RunShape, get_schedule, list_sche
 from simcluster.schedules.hsadmm import PrunedLayer, compacted_numel, kept_fraction, pruned_layers
 from simcluster.schedules.nodebased import averagings_per_epoch
 from simcluster.schedules.ssfusion import (
+    DENSITY_FLOOR,
     compensated_density,
+    dense_budget,
     interleave_split,
     offload_selection,
     overlap_max_selection,
+    selective_flags,
     split_bytes,
     tensor_missing_rate,
 )
@@ -127,6 +130,53 @@ def test_overlap_max_selection_follows_equation_2():
     assert overlap_max_selection(tb, tgpu, sizes, 3.0) == [True] * 4
 
 
+def test_overlap_max_selection_stops_at_the_dense_budget():
+    sizes = [30, 10, 20, 40]
+    tb = [1.0, 1.0, 1.0, 1.0]
+    tgpu = [3.0, 1.0, 2.0, 4.0]
+    # equation 2 alone would exclude 10, 20 and 30 at t_prev_comm = 8; a budget of
+    # 25 entries admits 10 (dense 10) but not 20 as well (30 > 25)
+    assert overlap_max_selection(tb, tgpu, sizes, 8.0, 25) == [True, False, True, True]
+    assert overlap_max_selection(tb, tgpu, sizes, 8.0, 30) == [True, False, False, True]
+    assert overlap_max_selection(tb, tgpu, sizes, 8.0, 0) == [True] * 4
+    assert overlap_max_selection(tb, tgpu, sizes, 8.0, None) == [False, False, False, True]
+
+
+def test_dense_budget_is_where_compensation_reaches_the_floor():
+    total, d, f = 100_000, 0.01, DENSITY_FLOOR
+    budget = dense_budget(total, d)
+    assert budget == pytest.approx((d - f) / (1 - f) * total)  # 900.9 entries
+    # at the budget the sparsified rest sits exactly at the floor and the buffer still
+    # sends d x total entries; one entry more and the floor binds (more entries sent)
+    dense = budget
+    assert ((d * total - dense) / (total - dense)) == pytest.approx(f)
+    assert compensated_density([int(dense), total - int(dense)], [False, True], d) >= f
+    sent = lambda dn: dn + compensated_density([dn, total - dn], [False, True], d) * (total - dn)  # noqa: E731
+    assert sent(900) == pytest.approx(d * total)
+    assert sent(2000) > d * total + 1000
+    assert dense_budget(total, f) == 0.0
+
+
+def test_selective_flags_compare_with_the_previous_buffers_step1_communication():
+    tb = [[1.0, 1.0], [1.0, 1.0, 1.0], [1.0, 1.0]]
+    tgpu = [[2.0, 2.0], [1.0, 2.0, 3.0], [1.0, 1.0]]
+    sizes = [[5, 6], [10, 20, 30], [7, 8]]
+    comm = [5.0, 100.0, 1.0]
+    flags = selective_flags(tb, tgpu, sizes, comm)
+    assert flags[0] == [True, True]  # the first buffer keeps every tensor sparsified
+    # buffer 1 against buffer 0's Step-1 communication (5 s): 3 + 6 = 9 -> exclude 10 -> 8
+    # -> exclude 20 -> 6 -> the largest stays: [F, F, T]
+    assert flags[1] == overlap_max_selection(tb[1], tgpu[1], sizes[1], 5.0)
+    assert flags[1] == [False, False, True]
+    # buffer 2 against buffer 1's Step-1 communication (100 s), not a post-exclusion one
+    assert flags[2] == [True, True]
+    # a buffer's own communication never changes its own selection, only the next one's
+    again = selective_flags(tb, tgpu, sizes, [5.0, 2.5, 1.0])
+    assert again[1] == flags[1]
+    assert again[2] == [False, True]  # 2 + 2 > 2.5: exclude 7 -> 3; the largest stays
+    assert selective_flags(tb, tgpu, sizes, comm, [None, 10, None])[1] == [False, True, True]
+
+
 def test_density_compensation_and_floor():
     sizes = [100, 900]
     assert compensated_density(sizes, [True, True], 0.01) == 0.01
@@ -163,6 +213,26 @@ def test_offload_only_where_it_finishes_inside_the_buffers_gpu_work():
     assert offload_selection([1.0, 1.0], [0.0, 5.0], [4.0, 9.0], [0.1] * 2, [0.05] * 2, [0]) == [0]
     # a dense tensor (no GPU sparsification) hides nothing
     assert offload_selection([1.0, 1.0], [0.0, 0.0], [4.0, 9.0], [0.1] * 2, [0.05] * 2, [0]) == []
+
+
+def test_tensors_per_buffer_groups_a_fixed_count_in_backward_order():
+    from simcluster.schedules.training import grad_tensors, group_by_count
+
+    model = build_model("resnet152")
+    tensors = grad_tensors(model)
+    assert len(tensors) == 467
+    groups = group_by_count(tensors, 10)
+    assert [len(g.tensors) for g in groups] == [10] * 46 + [7]
+    assert [t.index for g in groups for t in g.tensors] == list(range(467))
+    assert [g.index for g in groups] == list(range(47))
+    with pytest.raises(ValueError, match="count must be >= 1"):
+        group_by_count(tensors, 0)
+    cls = get_schedule("fusion-multitensor")
+    sched = cls(cls.Options(tensors_per_buffer=10))
+    ctx = BuildContext(None, 64, model, None, 32, "amp", 1, 0)
+    assert [len(b.tensors) for b in sched.buffers(ctx)] == [10] * 46 + [7]
+    by_bytes = get_schedule("fusion-multitensor")().buffers(ctx)
+    assert len(by_bytes) == math.ceil(4 * model.params / (64 * 2**20))
 
 
 def test_tensor_missing_rate_model():
@@ -218,6 +288,11 @@ def test_ssfusion_variants_differ_on_the_cloud_cluster():
     assert out["ssfusion"][2]["sparsified_tensors"] < n
     assert out["ssfusion-o"][2]["offloaded_tensors"] > 0
     assert out["ssfusion-oi"][0] < 0.9 * out["ssfusion-o"][0]
+    # -O and -I build on plain SSFusion's selection (section IV): same tensors sparsified
+    sel = {out[s][2]["sparsified_tensors"] for s in ("ssfusion", "ssfusion-o", "ssfusion-oi")}
+    assert len(sel) == 1
+    # compensated exclusions: no buffer's sparsified tensors fall below the floor
+    assert min(out["ssfusion"][2]["densities"]) >= DENSITY_FLOOR
 
 
 # -- node-based ---------------------------------------------------------------------------

@@ -2,7 +2,9 @@
 
 Gradients are fused into buffers in backward order (``buffer_mb``; SSFusion
 sizes buffers with Cupcake's FindOptFusion, which we stand in for with a size
-threshold). Each buffer is communicated as soon as its last gradient is ready:
+threshold; ``tensors_per_buffer`` groups a fixed number of tensors instead, as the
+OMGS baseline in the authors' repository does). Each buffer is communicated as
+soon as its last gradient is ready:
 
 - ``fusion-dense``: dense allreduce per buffer (Horovod-like tensor fusion);
 - ``fusion-pertensor``: every tensor sparsified (DGC, density 0.01) right after
@@ -14,9 +16,14 @@ threshold). Each buffer is communicated as soon as its last gradient is ready:
   in every buffer but the first, the smallest tensors are excluded from
   sparsification until the previous buffer's communication time covers this
   buffer's backward + sparsification time (equation 2); the largest tensor
-  stays sparsified. Density-aware compensation lowers the density of the
-  sparsified tensors so the buffer sends as many entries as if all were
-  sparsified, never below 0.001. Dense tensors travel whole in the allgather;
+  stays sparsified. Buffers are optimised from the last to the first (Fig. 7(b)),
+  so the previous buffer's communication is its Step-1 one (every tensor
+  sparsified), and -O / -I keep the selection plain SSFusion makes.
+  Density-aware compensation lowers the density of the sparsified tensors so
+  the buffer sends as many entries as if all were sparsified, never below
+  0.001; exclusions stop where that compensation reaches its floor (option
+  ``exclusion``), because the paper's equation 2 takes an exclusion to leave the
+  buffer's communication unchanged. Dense tensors travel whole in the allgather;
 - ``ssfusion-o``: plus offloading the sparsification of large tensors to CPU
   threads (device-to-host copy, CPU kernel, host-to-device copy of the
   selected entries) where it finishes before the buffer's GPU work (backward
@@ -72,6 +79,7 @@ from simcluster.schedules.training import (
     Bucket,
     GradTensor,
     grad_tensors,
+    group_by_count,
     group_tensors,
     micro_steps,
     optimizer_step,
@@ -82,6 +90,8 @@ from simcluster.schedules.training import (
 __all__ = [
     "FusionOptions",
     "overlap_max_selection",
+    "selective_flags",
+    "dense_budget",
     "compensated_density",
     "interleave_split",
     "split_bytes",
@@ -101,6 +111,7 @@ def overlap_max_selection(
     t_sparsify: Sequence[float],
     sizes: Sequence[int],
     t_prev_comm: float,
+    max_dense: float | None = None,
 ) -> list[bool]:
     """Which tensors of a buffer to sparsify (equation 2).
 
@@ -109,7 +120,10 @@ def overlap_max_selection(
     largest tensor is never excluded. When even the bare backward time exceeds
     ``t_prev_comm``, no exclusion can add overlap (it only makes this buffer's
     communication longer), so nothing is excluded: our reading of "until the
-    overlap is maximised". Returns one flag per tensor, input order.
+    overlap is maximised". ``max_dense`` (entries, None = no limit): the
+    excluded tensors may hold at most this many entries in all; the exclusion
+    stops before the tensor that would pass it (see :func:`dense_budget`).
+    Returns one flag per tensor, input order.
     """
     n = len(sizes)
     flags = [True] * n
@@ -120,10 +134,62 @@ def overlap_max_selection(
     def busy() -> float:
         return sum(t_backward) + sum(t for t, f in zip(t_sparsify, flags, strict=True) if f)
 
+    dense = 0
     for j in order[:-1]:
         if t_prev_comm >= busy():
             break
+        if max_dense is not None and dense + sizes[j] > max_dense:
+            break
         flags[j] = False
+        dense += sizes[j]
+    return flags
+
+
+def dense_budget(total: int, density: float, floor: float = DENSITY_FLOOR) -> float:
+    """Most entries a buffer of ``total`` entries may leave unsparsified, comm unchanged.
+
+    Section IV-B assumes an exclusion leaves the buffer's communication time
+    unchanged ("the computation time will decrease, while the communication time
+    remains unchanged"), which density-aware sparsification provides only while the
+    sparsified tensors can absorb the dense entries: the buffer still sends
+    ``density x total`` entries as long as the compensated density stays at or above
+    its floor, (density x total - D) / (total - D) >= floor, i.e.
+    D <= (density - floor) / (1 - floor) x total. Past that, every further exclusion
+    adds its whole tensor to the buffer's allgather, which equation 2 does not see.
+    """
+    if density <= floor:
+        return 0.0
+    return (density - floor) / (1.0 - floor) * total
+
+
+def selective_flags(
+    t_backward: Sequence[Sequence[float]],
+    t_sparsify: Sequence[Sequence[float]],
+    sizes: Sequence[Sequence[int]],
+    t_comm_initial: Sequence[float],
+    budgets: Sequence[float | None] | None = None,
+) -> list[list[bool]]:
+    """Which tensors of every buffer to sparsify: equation 2 buffer by buffer (section IV-B).
+
+    Buffer lists are in communication order (buffer 0 is sent first).
+    ``t_comm_initial[i]``: seconds of buffer i's communication in Step-1's
+    initialisation, every tensor sparsified at the nominal density. The paper
+    selects "from the last buffer to the first one" (Fig. 7(b)), so when buffer i
+    is optimised buffer i-1 is still in its Step-1 state: equation 2 compares
+    buffer i's computation with ``t_comm_initial[i-1]``, never with a previous
+    buffer's communication after its own exclusions (nor after -O / -I, which
+    section IV builds on top of this selection). The first buffer keeps every
+    tensor sparsified (equation 2 holds for 2 <= i <= M). ``budgets[i]``: buffer i's
+    :func:`dense_budget` (None: no limit).
+    """
+    flags = [[True] * len(sizes[0])] if sizes else []
+    for i in range(1, len(sizes)):
+        cap = budgets[i] if budgets is not None else None
+        flags.append(
+            overlap_max_selection(
+                t_backward[i], t_sparsify[i], sizes[i], t_comm_initial[i - 1], cap
+            )
+        )
     return flags
 
 
@@ -258,6 +324,14 @@ def tensor_missing_rate(sizes: Sequence[int], scales: Sequence[float], density: 
 
 class FusionOptions(Options):
     buffer_mb: float = Field(64.0, gt=0, le=4096, description="fusion buffer size, MiB")
+    tensors_per_buffer: int = Field(
+        0,
+        ge=0,
+        le=1_000_000,
+        description="0: buffers filled up to buffer_mb; N: N gradient tensors per buffer in "
+        "backward order, whatever their size (the OMGS baseline in the SSFusion authors' "
+        "repository, omgs/hv_distributed_optimizer_omgs.py, groups 10 layers' tensors)",
+    )
     framework: Literal["horovod", "none"] = Field(
         "horovod",
         description="horovod: cycle wait, negotiation and fusion-buffer copies per buffer "
@@ -269,6 +343,13 @@ class FusionOptions(Options):
     density: float = Field(0.01, gt=0, le=1, description="fraction of entries kept")
     method: Literal["exact", "dgc", "gaussian", "random", "threshold"] = "dgc"
     algorithm: algorithm_name("allreduce", "allgather") = "auto"
+    exclusion: Literal["compensated", "unbounded"] = Field(
+        "compensated",
+        description="SSFusion's equation-2 exclusions: compensated = only while density-aware "
+        "sparsification keeps the buffer's sent entries at density x total (the paper's "
+        "'communication time remains unchanged'); unbounded = until equation 2 holds, "
+        "whatever the excluded tensors add to the allgather",
+    )
 
 
 def _fan_in(model, layer_index: int) -> float:
@@ -293,6 +374,8 @@ class _Fusion(Schedule):
 
     def buffers(self, ctx: BuildContext) -> list[Bucket]:
         o: FusionOptions = self.options  # type: ignore[assignment]
+        if o.tensors_per_buffer:
+            return group_by_count(grad_tensors(ctx.model), o.tensors_per_buffer)
         cap = o.buffer_mb * MB
         return group_tensors(grad_tensors(ctx.model), cap, cap, 4)
 
@@ -531,19 +614,25 @@ class _Selective(_Fusion):
         o: FusionOptions = self.options  # type: ignore[assignment]
         p = ctx.profile
         plans = {}
-        t_prev_comm = 0.0
+        t_b_all = [[tb[t.index] for t in b.tensors] for b in buffers]
+        sizes_all = [[t.numel for t in b.tensors] for b in buffers]
+        t_gpu_all = [
+            [p.kernel_time("sparsify", numel=n, density=o.density, method=o.method) for n in sizes]
+            for sizes in sizes_all
+        ]
+        t_comm_initial = [
+            self._gather_time(ctx, ENTRY_BYTES * sum(selected(n, o.density) for n in sizes))
+            for sizes in sizes_all
+        ]
+        budgets = [
+            dense_budget(sum(sizes), o.density) if o.exclusion == "compensated" else None
+            for sizes in sizes_all
+        ]
+        flags_all = selective_flags(t_b_all, t_gpu_all, sizes_all, t_comm_initial, budgets)
         for b in buffers:
-            sizes = [t.numel for t in b.tensors]
-            t_b = [tb[t.index] for t in b.tensors]
-            t_gpu = [
-                p.kernel_time("sparsify", numel=n, density=o.density, method=o.method)
-                for n in sizes
-            ]
-            flags = (
-                [True] * len(sizes)
-                if b.index == 0
-                else overlap_max_selection(t_b, t_gpu, sizes, t_prev_comm)
-            )
+            sizes = sizes_all[b.index]
+            t_b = t_b_all[b.index]
+            flags = flags_all[b.index]
             density = compensated_density(sizes, flags, o.density)
             t_gpu = [
                 p.kernel_time("sparsify", numel=n, density=density, method=o.method) for n in sizes
@@ -594,7 +683,6 @@ class _Selective(_Fusion):
                 split_after=idx[split - 1] if self.interleave and split > 0 else None,
                 ar=ar,
             )
-            t_prev_comm = self._reduce_time(ctx, ar) + self._gather_time(ctx, ag)
         return plans
 
 

@@ -31,6 +31,7 @@ __all__ = [
     "backward_order",
     "grad_tensors",
     "group_tensors",
+    "group_by_count",
     "forward_backward",
     "make_buckets",
     "micro_steps",
@@ -120,6 +121,16 @@ def group_tensors(
     if current:
         buckets.append(Bucket(len(buckets), tuple(current)))
     return buckets
+
+
+def group_by_count(tensors: Sequence[GradTensor], count: int) -> list[Bucket]:
+    """Buckets of ``count`` consecutive tensors (the last may hold fewer), input order."""
+    if count < 1:
+        raise ValueError(f"group_by_count: count must be >= 1, got {count}")
+    return [
+        Bucket(i, tuple(tensors[k : k + count]))
+        for i, k in enumerate(range(0, len(tensors), count))
+    ]
 
 
 def make_buckets(model, cap_bytes: float, first_cap_bytes: float, dtype_bytes: int) -> list[Bucket]:
