@@ -166,11 +166,11 @@ class Engine:
         Calls that differ only in size share their flows' routes through the
         context's shape cache (see :func:`simcluster.collectives.lower`).
         """
+        if not kept(self.ctx, call):  # an SpMV exchange's (~8 MB, lowered by lookup): no
+            return lower(self.ctx, call)  # hash of its tens of thousands of pairs either
         hit = self._lowered.get(call)
         if hit is None:
-            hit = lower(self.ctx, call)
-            if kept(self.ctx, call):  # not an SpMV exchange's (~8 MB, lowered by lookup)
-                self._lowered[call] = hit
+            hit = self._lowered[call] = lower(self.ctx, call)
         return hit
 
     def run(self, classes: Sequence[RankClass], capacity: np.ndarray | None = None) -> Trace:

@@ -296,8 +296,9 @@ class CommContext:
         whose pairs recur from call to call while the calls themselves differ.
         """
         n = int(np.asarray(src).size)
+        lengths = None
         if memo:
-            entry_flow, entry_link, path = self.route_memo.routes(src, dst)
+            entry_flow, entry_link, path, lengths = self.route_memo.routes(src, dst)
         else:
             entry_flow, entry_link = self.cluster.routes(src, dst)
             path = None
@@ -309,7 +310,10 @@ class CommContext:
                 path = self.path_latencies(entry_flow, entry_link, n)
             latency = path + self.per_message_overhead
         nbytes = np.broadcast_to(np.asarray(nbytes, dtype=np.float64), (n,)).copy()
-        return FlowBatch(entry_flow, entry_link, nbytes, latency)
+        batch = FlowBatch(entry_flow, entry_link, nbytes, latency)
+        if lengths is not None:  # entries in flow order, so many links each
+            batch.know_flow_order(lengths)
+        return batch
 
     def flow_with_latency(self, src: int, dst: int, nbytes: float, latency) -> FlowSpec:
         """A flow whose start-up latency (s) the caller computed (pipelines;

@@ -170,8 +170,9 @@ def _shape(
     the first phase also pays the protocol's base latency; the protocols of
     one shape share its links, so their static max-min rates are computed once.
     """
+    unkept = protocol is None and (call.op, name) in UNKEPT_LOWERINGS
     key = (call.op, call.groups, name, call.root, protocol)
-    hit = ctx.shapes.get(key)
+    hit = None if unkept else ctx.shapes.get(key)  # never kept: no hash of its groups
     if hit is not None:
         return hit
     unit = CollectiveCall(call.op, call.groups, 1.0, name, call.root)
@@ -186,7 +187,7 @@ def _shape(
                      for p in phases if p]  # fmt: skip
     if protocol is None:
         hit = [b for b, _ in pairs]
-        if (call.op, name) not in UNKEPT_LOWERINGS:
+        if not unkept:
             ctx.shapes[key] = hit
         return hit
     fam = family_of(name)

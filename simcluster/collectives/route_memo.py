@@ -39,23 +39,28 @@ class RouteMemo:
         return pos, self.keys[np.minimum(pos, self.keys.size - 1)] == code
 
     def _add(self, codes: np.ndarray) -> None:
-        """Route the pairs of ``codes`` (distinct, not yet kept) and keep them."""
+        """Route the pairs of ``codes`` (distinct, not yet kept) and keep them; the
+        store stays in key order, each pair's links right after the previous key's."""
         m = codes.size
         flow, link = self.cluster.routes(codes // self.n, codes % self.n)
         length = np.bincount(flow, minlength=m)
         latency = np.bincount(flow, weights=self.cluster.link_latency[link], minlength=m)
         start = self.links.size + np.cumsum(length) - length
-        self.links = np.concatenate([self.links, link])
+        links = np.concatenate([self.links, link])
         keys = np.concatenate([self.keys, codes])
         order = np.argsort(keys, kind="stable")
         self.keys = keys[order]
-        self.start = np.concatenate([self.start, start])[order]
         self.length = np.concatenate([self.length, length])[order]
         self.latency = np.concatenate([self.latency, latency])[order]
+        self.links = links[concat_ranges(np.concatenate([self.start, start])[order], self.length)]
+        self.start = np.cumsum(self.length) - self.length
 
-    def routes(self, src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """``(entry_flow, entry_link, path latency per pair)`` of every (src, dst)
-        pair, the first two as :meth:`Cluster.routes` returns them."""
+    def routes(
+        self, src: np.ndarray, dst: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """``(entry_flow, entry_link, path latency per pair, links per pair)`` of every
+        (src, dst) pair, the first two as :meth:`Cluster.routes` returns them (entries
+        in pair order)."""
         src = np.asarray(src, dtype=np.int64).reshape(-1)
         dst = np.asarray(dst, dtype=np.int64).reshape(-1)
         n = self.n
@@ -68,5 +73,11 @@ class RouteMemo:
             pos = np.searchsorted(self.keys, code)
         length = self.length[pos]
         entry_flow = np.repeat(np.arange(code.size, dtype=np.int64), length)
-        entry_link = self.links[concat_ranges(self.start[pos], length)]
-        return entry_flow, entry_link, self.latency[pos]
+        if pos.size > 1 and bool(np.logical_and.reduce(pos[1:] > pos[:-1])):
+            # pairs in key order, each once: their spans of the store, in its order
+            chosen = np.zeros(self.keys.size, dtype=bool)
+            chosen[pos] = True
+            entry_link = self.links[np.repeat(chosen, self.length)]
+        else:
+            entry_link = self.links[concat_ranges(self.start[pos], length)]
+        return entry_flow, entry_link, self.latency[pos], length

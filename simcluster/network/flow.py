@@ -94,6 +94,13 @@ class FlowBatch:
             hit = self._cache["by_flow"] = (link, np.bincount(flow, minlength=self.num_flows))
         return hit
 
+    def know_flow_order(self, lengths: np.ndarray) -> None:
+        """Record what :meth:`by_flow` would find where the caller knows it: the
+        entries are in flow order (``entry_flow`` ascending) with ``lengths[f]``
+        links of flow ``f`` (int64)."""
+        self._cache["sorted_flow"] = self.entry_flow
+        self._cache["by_flow"] = (self.entry_link, lengths)
+
     def sorted_entry_flow(self) -> np.ndarray:
         """The entries' flow numbers in :meth:`by_flow`'s order (ascending). Cached."""
         self.by_flow()
@@ -141,6 +148,20 @@ class FlowBatch:
 
     def select(self, mask: np.ndarray) -> FlowBatch:
         """The flows where ``mask`` is true, renumbered 0..k-1."""
+        hit = self._cache.get("by_flow")
+        if hit is not None and self._cache["sorted_flow"] is self.entry_flow:
+            # entries in flow order, lengths known: each flow's run kept or dropped
+            lengths = hit[1]
+            kept = lengths[mask]
+            flow = np.repeat(np.arange(kept.size, dtype=np.int64), kept)
+            out = FlowBatch(
+                flow,
+                self.entry_link[np.repeat(mask, lengths)],
+                self.nbytes[mask],
+                self.latency[mask],
+            )
+            out.know_flow_order(kept)
+            return out
         new_index = np.cumsum(mask) - 1
         keep = mask[self.entry_flow]
         return FlowBatch(
