@@ -331,9 +331,23 @@ def check_args(args: argparse.Namespace) -> str | None:
         return "--backend nccl: torch sees no GPU here; allowed: gloo (CPU)"
     if "RANK" not in os.environ or "MASTER_ADDR" not in os.environ:
         return "launch with torchrun (RANK, MASTER_ADDR unset), e.g. torchrun --nproc-per-node 8"
+    bad_env = torchrun_env_problem()
+    if bad_env:
+        return bad_env
     from simcluster.atomic import output_file_problem
 
     return output_file_problem((("--out", args.out), ("--raw-out", args.raw_out)), force=True)
+
+
+def torchrun_env_problem() -> str | None:
+    """What is wrong with the rank variables torchrun sets, if any is set but not a
+    whole number (``int()`` of it would stop with a traceback); else None."""
+    for name in ("RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "LOCAL_RANK"):
+        value = os.environ.get(name)
+        if value is not None and not value.strip().isdigit():
+            return (f"environment {name}={value[:40]!r}: not a rank count; allowed: an "
+                    "integer >= 0, as torchrun sets it")  # fmt: skip
+    return None
 
 
 def main(argv: list[str] | None = None) -> int:

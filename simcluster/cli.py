@@ -205,6 +205,11 @@ def cmd_topo(args: argparse.Namespace) -> int:
     from simcluster.topology.summary import topology_cli
 
     png = None
+    if args.no_png and args.png:
+        raise UserError(
+            f"--png {args.png[:80]} with --no-png: draw to that file or print the summary "
+            "only, not both (drop one of them)"
+        )
     if not args.no_png:
         png = args.png or str(Path("results") / "topology" / f"{Path(args.topology).stem}.png")
         if Path(png).suffix.lower() != ".png":

@@ -218,6 +218,22 @@ def test_calibrate_collectives_bad_flag_or_launch_exits_2(monkeypatch, capsys, a
     assert shown in _tool_error(capsys, "collectives")
 
 
+@pytest.mark.parametrize("var", ["RANK", "WORLD_SIZE", "LOCAL_RANK"])
+def test_torchrun_rank_variables_that_are_not_numbers_exit_2(monkeypatch, capsys, var):
+    """Was: a ValueError traceback from int() of the variable."""
+    pytest.importorskip("torch")
+    from calibrate.collectives import main as collectives
+    from calibrate.live.run import main as live
+
+    monkeypatch.setenv("RANK", "0")
+    monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
+    monkeypatch.setenv(var, "1x")
+    assert collectives(["--out", "c.json", "--backend", "gloo"]) == 2
+    assert f"environment {var}='1x': not a rank count" in _tool_error(capsys, "collectives")
+    assert live(["--iterations", "1", "--out", "l.json"]) == 2
+    assert f"environment {var}='1x'" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize(
     "flag, name",
     [("--from", "nosuch"), ("--target", "v100"), ("--source-spec", "h10")],

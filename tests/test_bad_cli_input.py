@@ -148,6 +148,13 @@ def test_topo_png_that_is_a_folder_is_named(tmp_path, capsys):
     )
 
 
+def test_topo_png_and_no_png_together_are_refused(tmp_path, capsys):
+    """Was: the summary printed and nothing drawn, the --png file silently ignored."""
+    png = tmp_path / "t.png"
+    assert main(["topo", "puhti", "--png", str(png), "--no-png"]) == 2
+    assert "with --no-png" in _error(capsys) and not png.exists()
+
+
 # ------------------------------------------------------------ fitted coefficients
 
 PROFILES = ROOT / "calibrate" / "profiles"

@@ -20,6 +20,16 @@ def test_sizes_follow_nccl_tests_flags():
     assert sizes_between(8, 64, 2) == [8, 16, 32, 64]
 
 
+@pytest.mark.parametrize(
+    ("text", "why"), [("nan", "finite size"), ("1e400", "finite size"), ("-5", ">= 0 bytes")]
+)
+def test_bad_sizes_say_what_is_wrong(text, why):
+    from simcluster.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=why):
+        parse_size(text)
+
+
 @pytest.mark.parametrize("op", sorted(NCCL_TEST_OPS))
 def test_every_op_has_consistent_columns(capsys, op):
     out = _json(

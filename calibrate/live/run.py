@@ -799,6 +799,12 @@ def main(argv=None) -> int:
         if "RANK" not in os.environ:
             print("calibrate.live: give --nproc N, or launch with torchrun", file=sys.stderr)
             return 2
+        from calibrate.collectives import torchrun_env_problem
+
+        bad_env = torchrun_env_problem()
+        if bad_env:
+            print(f"calibrate.live: {bad_env}", file=sys.stderr)
+            return 2
         _worker(0, 0, cfg, None)
     print(f"calibrate.live: wrote {a.out}")
     return 0

@@ -94,7 +94,9 @@ def parse_size(text: str, flag: str = "-b") -> int:
         value = float(num) * _UNITS[unit]
     except ValueError:
         raise ConfigError(None, flag, text, "not a size", "e.g. 8, 64K, 8M, 8G") from None
-    if value < 0 or not math.isfinite(value):
+    if not math.isfinite(value):
+        raise ConfigError(None, flag, text, "must be a finite size", "e.g. 8, 64K, 8M, 8G")
+    if value < 0:
         raise ConfigError(None, flag, text, "must be >= 0 bytes")
     return int(value)
 
