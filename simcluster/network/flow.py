@@ -111,8 +111,18 @@ class FlowBatch:
         key = ("crosses", id(link_mask))
         hit = self._cache.get(key)
         if hit is None:
-            hit = np.zeros(self.num_flows, dtype=bool)
-            hit[self.entry_flow[link_mask[self.entry_link]]] = True
+            on = link_mask[self.entry_link]
+            known = self._cache.get("by_flow")
+            if on.size and known is not None and self._cache["sorted_flow"] is self.entry_flow:
+                # entries in flow order: an or over each flow's run (a flow without
+                # links has none: its run is empty, reduceat's value there is not used)
+                lengths = known[1]
+                starts = np.cumsum(lengths) - lengths
+                hit = np.logical_or.reduceat(on, np.minimum(starts, on.size - 1))
+                hit &= lengths > 0
+            else:
+                hit = np.zeros(self.num_flows, dtype=bool)
+                hit[self.entry_flow[on]] = True
             self._cache[key] = hit
         return hit
 
