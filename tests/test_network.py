@@ -170,6 +170,23 @@ def test_incremental_rates_match_brute_force(seed):
         assert ends[i] == pytest.approx(want[i], rel=1e-9)
 
 
+def _random_batches(rng, nl: int, most: int, flows: tuple[int, int], sizes, latencies):
+    """1 to ``most - 1`` batches [(start s, [FlowSpec])] of ``flows`` (a range) flows over
+    random links of ``nl``, bytes from ``sizes`` times 0.5-2, latencies from ``latencies``."""
+    batches = []
+    for _ in range(int(rng.integers(1, most))):
+        specs = [
+            FlowSpec(
+                tuple(int(x) for x in rng.choice(nl, int(rng.integers(1, nl + 1)), False)),
+                float(rng.choice(sizes) * rng.uniform(0.5, 2.0)),
+                float(rng.choice(latencies)),
+            )
+            for _ in range(int(rng.integers(*flows)))
+        ]
+        batches.append((float(rng.choice([0.0, 1e-3, 2.5e-3])), specs))
+    return batches
+
+
 @pytest.mark.parametrize("seed", range(8))
 def test_sorted_wakeups_equal_table_scans(seed, monkeypatch):
     """Flow-end wake-ups read from per-epoch sorted orders give the very floats
@@ -179,17 +196,7 @@ def test_sorted_wakeups_equal_table_scans(seed, monkeypatch):
     rng = np.random.default_rng(100 + seed)
     nl = int(rng.integers(2, 9))
     capacity = rng.choice([1e9, 2.5e9, 4e9, 10e9], nl)
-    batches = []
-    for _ in range(int(rng.integers(1, 5))):
-        specs = [
-            FlowSpec(
-                tuple(int(x) for x in rng.choice(nl, int(rng.integers(1, nl + 1)), False)),
-                float(rng.choice([1e6, 3e6, 1e7, 2.5e7]) * rng.uniform(0.5, 2.0)),
-                float(rng.choice([0.0, 1e-6, 3e-6])),
-            )
-            for _ in range(int(rng.integers(20, 60)))
-        ]
-        batches.append((float(rng.choice([0.0, 1e-3, 2.5e-3])), specs))
+    batches = _random_batches(rng, nl, 5, (20, 60), [1e6, 3e6, 1e7, 2.5e7], [0.0, 1e-6, 3e-6])
     built = []
     real = backend._Order.__init__
 
@@ -270,17 +277,7 @@ def test_chained_wakeups_equal_one_event_each(seed, monkeypatch):
     rng = np.random.default_rng(300 + seed)
     nl = int(rng.integers(2, 7))
     capacity = rng.choice([1e9, 2.5e9, 4e9, 10e9], nl)
-    batches = []
-    for _ in range(int(rng.integers(1, 4))):
-        specs = [
-            FlowSpec(
-                tuple(int(x) for x in rng.choice(nl, int(rng.integers(1, nl + 1)), False)),
-                float(rng.choice([1e6, 3e6, 1e7]) * rng.uniform(0.5, 2.0)),
-                float(rng.choice([0.0, 1e-6])),
-            )
-            for _ in range(int(rng.integers(5, 80)))
-        ]
-        batches.append((float(rng.choice([0.0, 1e-3, 2.5e-3])), specs))
+    batches = _random_batches(rng, nl, 4, (5, 80), [1e6, 3e6, 1e7], [0.0, 1e-6])
     ticks = rng.uniform(0.0, 0.02, int(rng.integers(0, 6))).tolist()
     monkeypatch.setattr(backend, "_ORDER_MIN_FLOWS", 0)  # these tables are small
     chained, chained_net = _busy_run(capacity, batches, ticks)
