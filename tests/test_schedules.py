@@ -75,6 +75,55 @@ def test_hsadmm_inter_node_bytes_are_the_compacted_buffer(profile):
     assert intra[0].bytes == 4 * model.params
 
 
+def _spans(trace, rank_class, category):
+    return [s for s in trace.spans if s.rank_class == rank_class and s.category == category]
+
+
+def test_hsadmm_z_update_waits_for_the_intra_node_sum(profile):
+    # Eq. (9): z_i is formed from the node's sum of theta + u, so the leader's
+    # z update cannot start before the intra-node allreduce has ended
+    model = build_model("resnet18-cifar", 32, 10)
+    cluster = load_topology("puhti", num_nodes=2)
+    for granularity in ("flat", "tensor"):
+        o = get_schedule("hsadmm").Options(intra_granularity=granularity)
+        it = get_schedule("hsadmm")(o).consensus(context(cluster, 8, model, profile), 0.5, True)
+        trace = Engine(CommContext(cluster)).run(it.classes)
+        intra_end = max(s.end for s in _spans(trace, "leader", "intra_allreduce"))
+        (z,) = [s for s in trace.spans if s.rank_class == "leader" and s.op == "z_update"]
+        assert z.start >= intra_end > 0
+
+
+def test_hsadmm_layerwise_intra_node_phases_one_collective_per_tensor(profile):
+    model = build_model("resnet18-cifar", 32, 10)
+    cluster = load_topology("puhti", num_nodes=2)
+    ctx = context(cluster, 8, model, profile)
+    sched = {
+        g: get_schedule("hsadmm")(get_schedule("hsadmm").Options(intra_granularity=g))
+        for g in ("flat", "tensor")
+    }
+    tensors = [n for layer in model.layers for n in layer.param_tensors]
+    traces = {}
+    for g, sc in sched.items():
+        it = sc.consensus(ctx, 0.5, True)
+        traces[g] = Engine(CommContext(cluster)).run(it.classes)
+    for category in ("intra_allreduce", "broadcast"):
+        net = {g: _spans(t, "<network>", category) for g, t in traces.items()}
+        # every parameter tensor is its own collective, in model order; same bytes in all
+        assert [s.bytes for s in net["tensor"]] == [4 * n for n in tensors]
+        assert sum(s.bytes for s in net["tensor"]) == net["flat"][0].bytes == 4 * model.params
+        # each call pays its own latency: layer-wise is slower than one flat call
+        busy = {
+            g: sum(s.end - s.start for s in _spans(t, "leader", category))
+            for g, t in traces.items()
+        }
+        assert busy["tensor"] > busy["flat"]
+    # followers receive the broadcast per tensor too, and only then update their duals
+    t = traces["tensor"]
+    last_bcast = max(s.end for s in _spans(t, "follower", "broadcast"))
+    (dual,) = [s for s in t.spans if s.rank_class == "follower" and s.op == "dual_update"]
+    assert dual.start >= last_bcast
+
+
 def test_hsadmm_frozen_masks_skip_projection_and_mask_sync(profile):
     model = build_model("resnet18-cifar", 32, 10)
     cluster = load_topology("puhti", num_nodes=2)

@@ -28,6 +28,19 @@ first ring whose channels x bandwidth reach that total, found on the GPU's own
 NIC (NVIDIA/nccl 5067397c). The topology's NIC affinity gives the same single
 NIC; a second rail could add at most up to the GPU's own PCIe rate.
 
+Intra-node granularity (``intra_granularity``): the paper buckets only the
+leaders' inter-node allreduce (section 4.4.2: payloads coalesced into ~32 MB
+buffers "to amortize per-call latency and kernel-launch overheads" instead of
+"numerous small layer-wise collectives"), and calls the intra-node allreduce
+"latency-bound rather than bandwidth-bound" (section 4.2), which one 233 MB
+allreduce over NVLink is not. ``tensor`` reads that as one intra-node allreduce
+(step 1) and one broadcast (step 5) per parameter tensor, in model order, each
+paying its own collective latency (the network profile's protocol constants;
+no host-side per-call cost is modelled); ``flat`` (the default) is one call
+over the whole state. The z update waits for the intra-node sum either way
+(Eq. 9 is formed from it). The authors' repository (github.com/Alirezalm/PruneX,
+named in the paper) was not retrievable here, so the paper's text is the source.
+
 Layers are pruned when they are convolutions with more than 3 input channels
 (the stem sees the image), which is our reading of "sparsity applied to
 convolutional layers only".
@@ -62,6 +75,7 @@ __all__ = [
     "pruned_layers",
     "kept_fraction",
     "compacted_numel",
+    "param_tensor_bytes",
 ]
 
 Sparsity = Literal["filter", "channel", "kernel_shape", "combined"]
@@ -158,6 +172,11 @@ def chunked_allreduce(
     return last
 
 
+def param_tensor_bytes(model, dtype_bytes: int = 4) -> list[float]:
+    """Bytes of every trainable tensor, in registration (model) order."""
+    return [float(dtype_bytes * n) for layer in model.layers for n in layer.param_tensors]
+
+
 class HSADMMOptions(Options):
     keep: float = Field(0.5, gt=0, le=1, description="kept fraction of structures")
     sparsity: Sparsity = "channel"
@@ -167,6 +186,11 @@ class HSADMMOptions(Options):
     bucket_mb: float = Field(32.0, gt=0, le=4096, description="inter-node bucket size, MiB")
     intra_algorithm: algorithm_name("allreduce", "broadcast") = "auto"
     inter_algorithm: algorithm_name("allreduce") = "auto"
+    intra_granularity: Literal["flat", "tensor"] = Field(
+        "flat",
+        description="intra-node allreduce of theta + u and broadcast of z: one collective "
+        "over the flat state (flat) or one per parameter tensor (tensor, layer-wise)",
+    )
 
 
 class _ADMMBase(Schedule):
@@ -248,11 +272,23 @@ class HSADMM(_ADMMBase):
 
         for prog in both:
             prog.add(compute("theta_plus_u", p.elementwise_time(3 * 4 * n), "dual"))
-        if followers:
+        per_tensor = o.intra_granularity == "tensor"
+        sizes = param_tensor_bytes(ctx.model) if per_tensor else []
+        summed = "theta_plus_u"  # Eq. (9) needs the node's sum of theta + u
+        if followers and per_tensor:
+            for k, nbytes in enumerate(sizes):
+                call = CollectiveCall("allreduce", nodes, nbytes, o.intra_algorithm)
+                for prog in both:
+                    prog.add(
+                        collective(f"intra_allreduce.t{k}", call, "intra_allreduce", (summed,))
+                    )
+            summed = f"intra_allreduce.t{len(sizes) - 1}"
+        elif followers:
             call = CollectiveCall("allreduce", nodes, 4.0 * n, o.intra_algorithm)
             for prog in both:
-                prog.add(collective("intra_allreduce", call, "intra_allreduce", ("theta_plus_u",)))
-        lead.add(compute("z_update", p.elementwise_time(3 * 4 * n), "dual"))
+                prog.add(collective("intra_allreduce", call, "intra_allreduce", (summed,)))
+            summed = "intra_allreduce"
+        lead.add(compute("z_update", p.elementwise_time(3 * 4 * n), "dual", (summed,)))
         lead.add(compute("projection", self._projection(ctx, fraction, frozen), "projection"))
         multi_node = len(leaders) > 1
         if not frozen and multi_node:
@@ -281,13 +317,20 @@ class HSADMM(_ADMMBase):
             for pl, k in zip(layers, kept_conv, strict=True)
         )
         lead.add(compute("decompress", t_decompress, "compress", (last,)))
-        if followers:
+        received = "decompress"
+        if followers and per_tensor:
+            for k, nbytes in enumerate(sizes):
+                call = CollectiveCall("broadcast", nodes, nbytes, o.intra_algorithm)
+                lead.add(collective(f"broadcast.t{k}", call, "broadcast", (received,)))
+                follow.add(collective(f"broadcast.t{k}", call, "broadcast"))
+            received = f"broadcast.t{len(sizes) - 1}"
+        elif followers:
             call = CollectiveCall("broadcast", nodes, 4.0 * n, o.intra_algorithm)
-            lead.add(collective("broadcast_z", call, "broadcast", ("decompress",)))
+            lead.add(collective("broadcast_z", call, "broadcast", (received,)))
             follow.add(collective("broadcast_z", call, "broadcast"))
+            received = "broadcast_z"
         for prog in both:
-            deps = ("broadcast_z",) if followers else ("decompress",)
-            prog.add(compute("dual_update", p.elementwise_time(4 * 4 * n), "dual", deps))
+            prog.add(compute("dual_update", p.elementwise_time(4 * 4 * n), "dual", (received,)))
         if multi_node:
             call = CollectiveCall("allreduce", (leaders,), 16.0, o.inter_algorithm)
             lead.add(collective("residuals", call, "residuals", ("dual_update",)))
