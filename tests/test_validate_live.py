@@ -2,33 +2,20 @@
 simulator predicts the same ops (gloo model and CPU-sharing factor from the run's own
 calibration sweep, compute from the measured CPU profile).
 
-The bounds are measured figures, not hopes. Issue 15 asks for 40 % (collectives, median)
-and 25 % (iterations) here once the model reaches them with margin; it does not yet. On
-2026-11-26, 12:03-12:45 UTC, seven fresh 2-process runs (six committed as
-scenarios/references/live/localhost-2x1-r*.json, one by this test at load 1.5, which
-passed) gave collective phases median |error| 16 % to 79 % per run (the simulation low:
-small allreduces and allgathers that follow compute pay scheduler wake-ups the sweep
-sees only in part), and whole iterations -42 % to +52 % (+52 % in the busy run below;
-the CPU profile's layer sum is about a quarter below the whole model's step at batch 8:
-bench/live_compute_gap.py). Collective phases of at least 2 ms were within 0.05x-3x of
-measured in every run but one whose own sharing test found the host busy (4.1x, skipped
-by the rule below: fused-buffer allgathers at 0.048x); below 2 ms (the leaders' 16-byte
-and mask allreduces) one run measured 0.3-0.7 ms against a predicted 3 ms (wake-up
-cost), so those count in the median only. So the test keeps the earlier bounds: median
-|error| of the collectives at most 80 %, every collective phase of 2 ms or more within
-0.05x-3x, 50 % per iteration. A unit slip or a broken lowering (an order of magnitude)
-fails it; run-to-run noise does not. It is skipped, saying so, when the 1-minute load
-average is already above the core count before it starts, or when the run's own CPU-
-sharing test finds the two processes slowed more than 3x against one alone (measured
-times then say more about the neighbours than about this host).
-
-After the host-speed and gradient-accumulation terms (13:10-13:26 UTC, nothing else
-running), five fresh runs by this test gave a worst iteration of 9.3 % to 18.6 % and
-collective medians of 10.7 % to 43.5 % (three more passed, figures not kept); the
-committed 2-process runs scored one by one give iterations within 15.6 % when quiet
-(r5-r9) and up to 82 % when made at load 8-15 (r1-r4). The 25 % iteration bound would
-hold on a quiet host and fail on a busy one the skip rules let through, and the 40 %
-collective bound fails about one quiet run in five, so the bounds stay where they are.
+The bounds are issue 15's for CI: median |error| of the collective phases at most 40 %,
+every pattern's iteration within 25 %. Measured before they were set: on 2026-11-28,
+02:15-02:20 UTC, on the 2-core AMD EPYC development VM with nothing else running, eight
+fresh runs made as this test makes them passed all eight times (collective medians 24.5 %
+to 37.6 %, worst iteration 6.5 % to 21.2 %; the script was this test's ``_live_run``
+scored against these bounds). Earlier figures, for the Intel Xeon VM of 2026-11-26: five
+fresh runs gave collective medians of 10.7 % to 43.5 % and a worst iteration of 9.3 % to
+18.6 %, so a run there can miss the collective bound. Two rules keep run-to-run noise
+from failing the test: a run that breaks a bound is repeated once, fresh (a model or unit
+error breaks both), and the test is skipped, saying so, when the 1-minute load average is
+already above the core count before it starts, or when the run's own CPU-sharing test
+finds the two processes slowed more than 3x against one alone (measured times then say
+more about the neighbours than about this host). Every collective phase of 2 ms or more
+must also lie within 0.05x-3x of measured (below 2 ms: scheduler noise, median only).
 """
 
 from __future__ import annotations
@@ -44,8 +31,8 @@ import pytest
 from simcluster.validation.live import validate_live
 
 ROOT = Path(__file__).resolve().parents[1]
-COMM_MEDIAN_BOUND = 0.80
-ITERATION_BOUND = 0.50
+COMM_MEDIAN_BOUND = 0.40
+ITERATION_BOUND = 0.25
 PHASE_RATIO = (0.05, 3.0)
 BUSY_SHARE = 3.0
 RATIO_MIN_S = 0.002  # collective phases shorter than this: scheduler noise, median only
