@@ -3,11 +3,11 @@ simulator predicts the same ops (gloo model and CPU-sharing factor from the run'
 calibration sweep, compute from the measured CPU profile).
 
 The bounds are issue 15's for CI: median |error| of the collective phases at most 40 %,
-every pattern's iteration within 25 %. Measured before they were set: on 2026-11-28,
-02:15-02:20 UTC, on the 2-core AMD EPYC development VM with nothing else running, eight
-fresh runs made as this test makes them passed all eight times (collective medians 24.5 %
-to 37.6 %, worst iteration 6.5 % to 21.2 %; the script was this test's ``_live_run``
-scored against these bounds). Earlier figures, for the Intel Xeon VM of 2026-11-26: five
+every pattern's iteration within 25 %. Measured: on 2026-11-28, 02:15-02:20 and
+02:40-02:42 UTC, on the 2-core AMD EPYC development VM with nothing else running, twelve
+fresh runs made as this test makes them (this test's ``_live_run`` scored against these
+bounds): eleven passed (collective medians 20.1 % to 38.5 %, worst iteration 6.5 % to
+21.2 %), one broke the collective bound (53.3 %; its iterations within 15.1 %). Earlier figures, for the Intel Xeon VM of 2026-11-26: five
 fresh runs gave collective medians of 10.7 % to 43.5 % and a worst iteration of 9.3 % to
 18.6 %, so a run there can miss the collective bound. Two rules keep run-to-run noise
 from failing the test: a run that breaks a bound is repeated once, fresh (a model or unit
