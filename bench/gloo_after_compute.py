@@ -2,11 +2,13 @@
 by how long every rank computed before it and whether its peers computed or waited.
 
 Usage: python bench/gloo_after_compute.py [--nproc 2,4] [--trials 15]
-       [--cases 5:0,50:0,300:0,50:45,300:295]
+       [--cases 5:0,50:0,300:0,50:45,300:295] [--kinds matmul,copy,topk]
 
 For each process count, ``--nproc`` processes on this host (gloo over loopback, 1
 torch thread each) run, per case ``T:C`` and trial: a barrier, then rank 0 computes
-``T`` ms and every other rank ``C`` ms (a loop of 64 x 64 fp32 matmuls), then all
+``T`` ms and every other rank ``C`` ms of one kind of work (``matmul``: 64 x 64 fp32
+matmuls; ``copy``: copies of a 32 MiB buffer, memory-bound; ``topk``: top-k of
+512-element vectors, many small calls), then all
 call ``all_reduce`` on 16 bytes. Rank 0 arrives last when ``T > C`` and times its
 own call (seconds, ``time.perf_counter``); the median over the trials is printed.
 ``C = 0`` leaves the peers blocked in the call for about ``T`` ms; ``C = T - 5``
@@ -23,17 +25,27 @@ import statistics
 import time
 
 
-def _busy(ms: float) -> None:
+def _busy(ms: float, kind: str) -> None:
+    """Work of ``kind`` for ``ms`` milliseconds of wall time."""
     import torch
 
-    a = torch.randn(64, 64)
     end = time.perf_counter() + ms / 1e3
-    while time.perf_counter() < end:
-        a = a @ a
-        a = a / (a.norm() + 1)
+    if kind == "copy":
+        src, dst = torch.ones(8 << 20), torch.empty(8 << 20)
+        while time.perf_counter() < end:
+            dst.copy_(src)
+    elif kind == "topk":
+        v = torch.randn(512)
+        while time.perf_counter() < end:
+            torch.topk(v, 64)
+    else:
+        a = torch.randn(64, 64)
+        while time.perf_counter() < end:
+            a = a @ a
+            a = a / (a.norm() + 1)
 
 
-def _worker(rank: int, nproc: int, port: int, cases, trials: int, queue) -> None:
+def _worker(rank: int, nproc: int, port: int, cases, kinds, trials: int, queue) -> None:
     import torch
     import torch.distributed as dist
 
@@ -43,15 +55,16 @@ def _worker(rank: int, nproc: int, port: int, cases, trials: int, queue) -> None
     )
     x = torch.zeros(4)
     out = {}
-    for t_ms, c_ms in cases:
-        times = []
-        for _ in range(trials):
-            dist.barrier()
-            _busy(t_ms if rank == 0 else c_ms)
-            t0 = time.perf_counter()
-            dist.all_reduce(x)
-            times.append(time.perf_counter() - t0)
-        out[(t_ms, c_ms)] = statistics.median(times)
+    for kind in kinds:
+        for t_ms, c_ms in cases:
+            times = []
+            for _ in range(trials):
+                dist.barrier()
+                _busy(t_ms if rank == 0 else c_ms, kind)
+                t0 = time.perf_counter()
+                dist.all_reduce(x)
+                times.append(time.perf_counter() - t0)
+            out[(kind, t_ms, c_ms)] = statistics.median(times)
     if rank == 0:
         queue.put(out)
     dist.destroy_process_group()
@@ -76,17 +89,22 @@ def main() -> None:
     ap.add_argument("--nproc", default="2,4", help="comma list of process counts")
     ap.add_argument("--trials", type=int, default=15)
     ap.add_argument("--cases", default="5:0,50:0,300:0,50:45,300:295", help="T:C ms pairs")
+    ap.add_argument("--kinds", default="matmul", help="comma list of matmul, copy, topk")
     args = ap.parse_args()
     import torch.multiprocessing as mp
 
     cases = _cases(args.cases)
-    print("procs  rank 0 ms  peers ms  last arriver's allreduce ms (median)")
+    kinds = args.kinds.split(",")
+    bad = [k for k in kinds if k not in ("matmul", "copy", "topk")]
+    if bad:
+        raise SystemExit(f"--kinds: unknown kind {bad[0]!r}; allowed: matmul, copy, topk")
+    print("procs  kind    rank 0 ms  peers ms  last arriver's allreduce ms (median)")
     for nproc in (int(p) for p in args.nproc.split(",")):
         ctx = mp.get_context("spawn")
         queue = ctx.SimpleQueue()
         port = _free_port()
         procs = [
-            ctx.Process(target=_worker, args=(r, nproc, port, cases, args.trials, queue))
+            ctx.Process(target=_worker, args=(r, nproc, port, cases, kinds, args.trials, queue))
             for r in range(nproc)
         ]
         for p in procs:
@@ -94,8 +112,8 @@ def main() -> None:
         res = queue.get()
         for p in procs:
             p.join()
-        for (t_ms, c_ms), sec in res.items():
-            print(f"{nproc:5d}  {t_ms:9.0f}  {c_ms:8.0f}  {sec * 1e3:10.2f}")
+        for (kind, t_ms, c_ms), sec in res.items():
+            print(f"{nproc:5d}  {kind:6s}  {t_ms:9.0f}  {c_ms:8.0f}  {sec * 1e3:10.2f}")
 
 
 if __name__ == "__main__":
