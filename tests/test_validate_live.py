@@ -5,11 +5,13 @@ calibration sweep, compute from the measured CPU profile).
 The bounds are measured figures, not hopes: median |error| of the collective phases at
 most 80 %, every pattern's iteration within 50 %, every collective phase of 2 ms or more
 within 0.05x-3x of measured (below 2 ms: scheduler noise, median only). Issue 15 asks for
-40 % and 25 % here. On 2026-11-28 (2-core AMD EPYC VM, nothing else running) twelve fresh
-runs made as this test makes them, each alone (02:15-02:20 and 02:40-02:42 UTC), met
-40 % / 25 % eleven times (collective medians 20.1 % to 38.5 %, worst iteration 6.5 % to
-21.2 %; one 53.3 %). The test at those bounds then passed in one fresh-clone
-``make test`` (02:23 UTC) and failed in the next (02:50-02:55 UTC): both of its runs
+40 % and 25 % here. On 2026-11-28 (2-core AMD EPYC VM, nothing else running) fifteen
+fresh runs made as this test makes them, each alone (02:15-02:20, 02:40-02:42 and
+03:01-03:03 UTC), met 40 % / 25 % thirteen times (collective medians 7.5 % to 38.5 %,
+worst iteration 6.1 % to 21.2 %); the other two had collective medians of 53.3 % and
+99.2 %, the second above even the 80 % bound. The test at those bounds then passed in
+one fresh-clone ``make test`` (02:23 UTC) and failed in the next (02:50-02:55 UTC): both
+of its runs
 inside the full suite broke the collective bound, 52 % and 54 % (the large transfers
 about half their measured time, Top-K's allgather up to 3x over), iterations within
 8.6 %. So the tighter bounds would fail CI on this host about as often as they pass
