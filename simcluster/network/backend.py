@@ -119,15 +119,7 @@ class _Order:
     The sort need not be stable: what is read from it (the flows at or below
     a time, a least time, a highest rate) does not depend on ties."""
 
-    __slots__ = (
-        "epoch",
-        "by_slack",
-        "slack",
-        "rate",
-        "done_min",
-        "rate_max",
-        "next_slack",
-    )
+    __slots__ = ("epoch", "by_slack", "slack", "rate", "done_min", "rate_max", "next_slack")
 
     def __init__(
         self,
@@ -429,8 +421,12 @@ class MaxMinNetwork(NetworkBackend):
         ft = self._flows
         if ft.num_alive == 0:
             return
+        self._wake_in(max(self._first_done() - self.env.now, 0.0))
+
+    def _wake_in(self, delay: float) -> None:
+        """A wake-up ``delay`` seconds from now, for the current version."""
         version = self._version
-        t = self.env.timeout(max(self._first_done() - self.env.now, 0.0))
+        t = self.env.timeout(delay)
         t.callbacks.append(lambda _e: self._on_wakeup(version))
 
     def _first_done(self) -> float:
@@ -454,11 +450,13 @@ class MaxMinNetwork(NetworkBackend):
         horizon = self._horizon()  # nothing else happens before this (seconds)
         while True:
             now = self._quiet_steps(now, horizon)
-            finished = self._end_due(now)
-            done = [(oid, n) for oid, n in finished if self._owners[oid].pending == n]
-            for oid, n in finished:
-                if self._owners[oid].pending != n:
-                    self._owners[oid].finish(n)
+            done = []  # the transfers whose last flows end now
+            for oid, n in self._end_due(now):
+                owner = self._owners[oid]
+                if owner.pending == n:
+                    done.append((oid, n))
+                else:
+                    owner.finish(n)  # flows left: no event fires
             if done:  # the transfer's waiters run at its own time, from its own event
                 self._then(now, lambda d=done: self._finish(d))
                 return
@@ -474,9 +472,7 @@ class MaxMinNetwork(NetworkBackend):
                 self._then(now, self._reschedule)
                 return
             self._version += 1
-            version = self._version
-            t = env.timeout(delay)
-            t.callbacks.append(lambda _e, v=version: self._on_wakeup(v))
+            self._wake_in(delay)
             return
 
     def _horizon(self) -> float:

@@ -101,6 +101,14 @@ class FlowBatch:
         self._cache["sorted_flow"] = self.entry_flow
         self._cache["by_flow"] = (self.entry_link, lengths)
 
+    def _known_lengths(self) -> np.ndarray | None:
+        """Links per flow when the entries are known to be in flow order (recorded by
+        :meth:`know_flow_order`, or :meth:`by_flow` found them sorted), else None."""
+        hit = self._cache.get("by_flow")
+        if hit is None or self._cache["sorted_flow"] is not self.entry_flow:
+            return None
+        return hit[1]
+
     def sorted_entry_flow(self) -> np.ndarray:
         """The entries' flow numbers in :meth:`by_flow`'s order (ascending). Cached."""
         self.by_flow()
@@ -112,11 +120,10 @@ class FlowBatch:
         hit = self._cache.get(key)
         if hit is None:
             on = link_mask[self.entry_link]
-            known = self._cache.get("by_flow")
-            if on.size and known is not None and self._cache["sorted_flow"] is self.entry_flow:
+            lengths = self._known_lengths()
+            if on.size and lengths is not None:
                 # entries in flow order: an or over each flow's run (a flow without
                 # links has none: its run is empty, reduceat's value there is not used)
-                lengths = known[1]
                 starts = np.cumsum(lengths) - lengths
                 hit = np.logical_or.reduceat(on, np.minimum(starts, on.size - 1))
                 hit &= lengths > 0
@@ -158,10 +165,9 @@ class FlowBatch:
 
     def select(self, mask: np.ndarray) -> FlowBatch:
         """The flows where ``mask`` is true, renumbered 0..k-1."""
-        hit = self._cache.get("by_flow")
-        if hit is not None and self._cache["sorted_flow"] is self.entry_flow:
+        lengths = self._known_lengths()
+        if lengths is not None:
             # entries in flow order, lengths known: each flow's run kept or dropped
-            lengths = hit[1]
             kept = lengths[mask]
             flow = np.repeat(np.arange(kept.size, dtype=np.int64), kept)
             out = FlowBatch(
