@@ -111,7 +111,7 @@ def remove_created_dirs_if_empty() -> None:
 
 
 def output_file_problem(
-    outputs: Iterable[tuple[str, str | Path | None]], force: bool, suffix: str | None = None
+    outputs: Iterable[tuple[str, str | Path | None]], force: bool
 ) -> str | None:
     """Why one of ``outputs`` (``(flag, path or None)`` pairs, the files a tool is about
     to write) may not be written, or None. Asked before any work starts, so that an
@@ -120,7 +120,6 @@ def output_file_problem(
     - ``"--out X: is a folder; give a file name"``;
     - a folder on the way that is a file (``--out notes.txt/p.json``) or that cannot be
       written in (missing folders are fine: the tools create them);
-    - ``suffix`` given (``.json``) and the name does not end in it;
     - without ``force``, ``"--out X: file exists; pass --force to overwrite it"``
       (nothing the user wrote is replaced without asking)."""
     for flag, path in outputs:
@@ -138,17 +137,13 @@ def output_file_problem(
             return f"{flag} {path}: {up} is a file, not a folder"
         if not os.access(up, os.W_OK | os.X_OK):
             return f"{flag} {path}: cannot write in {up} (permission denied)"
-        if suffix and p.suffix != suffix:
-            return f"{flag} {path}: the file to write ends in {suffix}"
         if p.exists() and not force:
             return f"{flag} {path}: file exists; pass --force to overwrite it"
     return None
 
 
-def check_output_file(
-    outputs: Iterable[tuple[str, str | Path | None]], force: bool, suffix: str | None = None
-) -> None:
+def check_output_file(outputs: Iterable[tuple[str, str | Path | None]], force: bool) -> None:
     """:func:`output_file_problem` as a :class:`~simcluster.errors.UserError` (exit 2)."""
-    problem = output_file_problem(outputs, force, suffix)
+    problem = output_file_problem(outputs, force)
     if problem:
         raise UserError(problem)

@@ -1,11 +1,15 @@
-"""Recursive halving-doubling allreduce (Rabenseifner) for power-of-two groups.
+"""Recursive halving-doubling allreduce (Rabenseifner).
 
-log2(P) reduce-scatter rounds exchanging n/2, n/4, ... bytes with partners at
-distance P/2, P/4, ..., then log2(P) allgather rounds in reverse. Each round is
-one phase of pairwise exchanges.
+``halving-doubling`` (power-of-two groups): log2(P) reduce-scatter rounds
+exchanging n/2, n/4, ... bytes with partners at distance P/2, P/4, ..., then
+log2(P) allgather rounds in reverse. ``rabenseifner``: Open MPI's version for any
+group size (see :func:`rabenseifner`). Each round is one phase of pairwise
+exchanges.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 from simcluster.collectives.base import CollectiveCall, CommContext, Phase
 from simcluster.errors import UserError
@@ -22,17 +26,24 @@ def allreduce(ctx: CommContext, call: CollectiveCall, group: tuple[int, ...]) ->
             f"algorithm halving-doubling needs a power-of-two group, got {p} ranks; "
             "choose ring, tree or auto for this size"
         )
-    phases: list[Phase] = []
-    size = call.nbytes
-    dist = p // 2
+    return _halving_doubling(ctx, group, call.nbytes, [p >> k for k in range(1, p.bit_length())])
+
+
+def _halving_doubling(
+    ctx: CommContext, ranks: Sequence[int], nbytes: float, distances: list[int]
+) -> list[Phase]:
+    """A reduce-scatter by recursive halving over the power-of-two ``ranks``, rank i
+    exchanging n/2, n/4, ... bytes with rank i ^ d for each of ``distances`` in turn,
+    then the allgather back: the same rounds in reverse, one phase each."""
     rounds = []
-    while dist >= 1:
+    size = nbytes
+    for d in distances:
         size /= 2
-        rounds.append((dist, size))
-        dist //= 2
-    for dist, chunk in rounds + rounds[::-1]:
-        phases.append([ctx.flow(group[i], group[i ^ dist], chunk) for i in range(p)])
-    return phases
+        rounds.append((d, size))
+    return [
+        [ctx.flow(ranks[i], ranks[i ^ d], chunk) for i in range(len(ranks))]
+        for d, chunk in rounds + rounds[::-1]
+    ]
 
 
 def rabenseifner(ctx: CommContext, call: CollectiveCall, group: tuple[int, ...]) -> list[Phase]:
@@ -72,14 +83,7 @@ def rabenseifner(ctx: CommContext, call: CollectiveCall, group: tuple[int, ...])
         )
         phases.append([ctx.flow(b, a, n / 2) for a, b in pairs])
     real = [group[2 * v] if v < rem else group[v + rem] for v in range(p2)]
-    rounds = []
-    size, mask = n, 1
-    while mask < p2:
-        size /= 2
-        rounds.append((mask, size))
-        mask <<= 1
-    for mask, chunk in rounds + rounds[::-1]:
-        phases.append([ctx.flow(real[v], real[v ^ mask], chunk) for v in range(p2)])
+    phases += _halving_doubling(ctx, real, n, [1 << k for k in range(p2.bit_length() - 1)])
     if rem:
         phases.append([ctx.flow(a, b, n) for a, b in pairs])
     return phases

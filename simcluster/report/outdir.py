@@ -28,13 +28,7 @@ from pathlib import Path
 from simcluster.atomic import atomic_write, note_created_dirs, save_figure, write_text_atomic
 from simcluster.errors import UserError
 
-__all__ = [
-    "prepare_output_dir",
-    "atomic_write",
-    "write_text_atomic",
-    "save_figure",
-    "RunOutputs",
-]
+__all__ = ["prepare_output_dir", "atomic_write", "write_text_atomic", "save_figure", "RunOutputs"]
 
 MANIFEST = ".simcluster-outputs"
 #: longest path accepted (Linux PATH_MAX is 4096, NAME_MAX 255)
