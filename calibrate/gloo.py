@@ -53,12 +53,12 @@ LIVE_MAX = {"allreduce": 16 << 20, "allgather": 1 << 20, "broadcast": 16 << 20}
 
 #: the skewed-arrival test: its first size, and the suffix of its op names in the samples
 SKEW_BYTES = 4096
-SKEWED = "~skewed"
+SKEWED = "~skewed"  # as simcluster.network.gloo.SKEWED
 #: the after-compute test: every rank computes the job once, then calls, as in a stream
 #: of collectives between compute (fused buffers, Top-K allgathers); its sizes (bytes per
 #: rank) and the suffix of its op names in the samples
 COMPUTED_SIZES = [SKEW_BYTES, 32768, 262144]
-COMPUTED = "~computed"
+COMPUTED = "~computed"  # as simcluster.network.gloo.COMPUTED
 
 
 class _Job:
@@ -271,43 +271,11 @@ def measure(nproc: int, cfg: dict[str, Any]) -> dict[str, Any]:
 
 
 def fit(worlds: list[dict[str, Any]]) -> dict[str, Any]:
-    """Per process count and op: alpha (s per message) and beta (s per byte) of the
-    gloo model, non-negative least squares on relative errors over the sizes."""
-    from simcluster.network.gloo import cost_terms, fit_alpha_beta
+    """Per process count and op: the gloo model's constants (alpha, beta, wake-up
+    costs) from the sweep's samples; :func:`simcluster.network.gloo.fit_worlds`."""
+    from simcluster.network.gloo import fit_worlds
 
-    out: dict[str, Any] = {}
-    for w in worlds:
-        p = int(w["world"])
-        entry: dict[str, Any] = {"cpu_share_factor": w["compute"]["factor"]}
-        for op, samples in w["ops"].items():
-            if op.endswith((SKEWED, COMPUTED)):
-                continue
-            # the mean, not the median: a phase sums many calls, and on a shared host
-            # a call now and then waits a scheduler tick (4 ms here)
-            pts = [(float(s["nbytes"]), float(s.get("mean_s", s["median_s"]))) for s in samples]
-            entry[op] = fit_alpha_beta(op, p, pts)
-            skew = w["ops"].get(f"{op}{SKEWED}")
-            if skew:  # what waking blocked peers adds to a call, over the fit at that size
-                m, b = cost_terms(op, p, float(skew[0]["nbytes"]))
-                base = entry[op]["alpha_s"] * m + entry[op]["beta_s_per_byte"] * b
-                entry[op]["wake_s"] = max(0.0, float(skew[0]["mean_s"]) - base)
-            computed = w["ops"].get(f"{op}{COMPUTED}")
-            if computed:  # after compute on every rank, per size, over the aligned call
-                entry[op]["wake_by_bytes"] = wake_by_bytes(samples, computed)
-        out[str(p)] = entry
-    return out
-
-
-def wake_by_bytes(aligned: list[dict[str, Any]], skew: list[dict[str, Any]]) -> list[list[float]]:
-    """``[bytes, seconds]`` per size of ``skew`` (the after-compute test's rows): its mean
-    call less the mean aligned call of the same size (both timed in the same sweep), at
-    least 0; sizes without an aligned row are left out."""
-    at = {int(r["nbytes"]): float(r.get("mean_s", r["median_s"])) for r in aligned}
-    return [
-        [int(r["nbytes"]), max(0.0, float(r["mean_s"]) - at[int(r["nbytes"])])]
-        for r in skew
-        if int(r["nbytes"]) in at
-    ]
+    return fit_worlds(worlds)
 
 
 def main(argv=None) -> int:
@@ -444,8 +412,8 @@ def profile(raw: dict[str, Any], name: str = "gloo-host") -> dict[str, Any]:
             "the last rank's arrival to the end; mean of the calls); per op, t = alpha * "
             "messages + beta * bytes with messages and bytes on the critical path from "
             "simcluster.network.gloo.cost_terms: alpha = mean seconds per message over "
-            "the sizes <= 4 KiB, beta = median over the sizes >= 1 MiB of (t - alpha * "
-            "messages) / bytes (simcluster.network.gloo.fit_alpha_beta); wake_s = the "
+            "the sizes <= 4 KiB, beta = (t - alpha * messages) / bytes at the largest size "
+            "(>= 1 MiB; simcluster.network.gloo.fit_alpha_beta); wake_s = the "
             "skewed-arrival test (the last rank computes the conv job once first) at "
             "4 KiB minus the fit there; wake_by_bytes = the after-compute test (every "
             "rank computes the conv job once, then calls) at 4, 32 and 256 KiB minus the "

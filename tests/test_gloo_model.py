@@ -165,3 +165,31 @@ def test_fit_writes_the_after_compute_cost_per_size():
     entry = fit([world])["2"]["allgather"]
     assert entry["wake_by_bytes"] == [[4096, pytest.approx(1e-3)], [32768, pytest.approx(2e-3)]]
     assert "wake_s" in entry
+
+
+def test_fit_takes_beta_at_the_largest_size():
+    """On a busy host the per-byte cost grows with the size: the largest swept size,
+    not a median over 1-16 MiB, sets beta (the large buckets training moves)."""
+    alpha, p = 8e-4, 4
+    rate = {1 << 20: 0.6e-9, 4 << 20: 0.8e-9, 16 << 20: 1.5e-9}
+    pts = []
+    for n in [16, 256, 4096, 1 << 20, 4 << 20, 16 << 20]:
+        m, b = cost_terms("allreduce", p, n)
+        pts.append((float(n), alpha * m + rate.get(n, 0.0) * b))
+    f = fit_alpha_beta("allreduce", p, pts)
+    assert f["alpha_s"] == pytest.approx(alpha)
+    assert f["beta_s_per_byte"] == pytest.approx(1.5e-9)
+
+
+def test_live_validation_refits_a_runs_stored_samples():
+    """A committed run is scored by the fit as it is now: the constants come from its
+    samples, and the ones stored beside them only where there are none."""
+    from simcluster.network.gloo import fit_worlds
+    from simcluster.validation.live import _fitted
+
+    rows = [{"nbytes": n, "mean_s": 1e-3 + n * 1e-9, "median_s": 1e-3}
+            for n in (16, 4096, 1 << 20, 16 << 20)]  # fmt: skip
+    sweep = {"world": 2, "compute": {"factor": 1.1}, "ops": {"allreduce": rows}}
+    stale = {"2": {"cpu_share_factor": 1.1, "allreduce": {"alpha_s": 9.0, "beta_s_per_byte": 9.0}}}
+    assert _fitted({"worlds": stale, "samples": sweep}) == fit_worlds([sweep])
+    assert _fitted({"worlds": stale}) is stale

@@ -40,7 +40,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["OPS", "cost_terms", "fit_alpha_beta", "GlooModel"]
+__all__ = ["OPS", "cost_terms", "fit_alpha_beta", "fit_worlds", "wake_by_bytes", "GlooModel"]
 
 OPS = ("allreduce", "allgather", "broadcast")
 
@@ -64,26 +64,36 @@ def cost_terms(op: str, world: int, nbytes: float) -> tuple[float, float]:
 
 
 #: sizes (bytes) at or below which a call is all start-up, and at or above which the
-#: bytes dominate; between them the points only check the model
+#: bytes may dominate; between them the points only check the model
 SMALL_BYTES = 4096
 LARGE_BYTES = 1 << 20
+#: suffixes of a sweep's op names for the skewed-arrival and after-compute tests
+#: (``calibrate.gloo`` writes them)
+SKEWED = "~skewed"
+COMPUTED = "~computed"
 
 
 def fit_alpha_beta(op: str, world: int, points: Sequence[tuple[float, float]]) -> dict[str, Any]:
     """alpha (s/message) and beta (s/byte) from ``points`` = (bytes, mean seconds).
 
-    alpha: the mean over the small sizes of seconds per message; beta: the median
-    over the large sizes of (seconds - alpha * messages) / bytes, at least 0. A
-    sweep without one of the regimes falls back to least squares on relative errors.
-    Returns them with the median and max relative error over every point.
+    alpha: the mean over the small sizes of seconds per message; beta: (seconds -
+    alpha * messages) / bytes at the largest size (at least 1 MiB), at least 0: on a
+    host with more processes than cores the messages still cost most of a 1 MiB call
+    (4 processes on this 2-core host: 6 messages of about 0.8 ms against 2-3 ms of
+    bytes), and the per-byte cost grows with the size (16 MiB: 2-3x the 1-4 MiB rate
+    in every committed live run's sweep), so the largest size is the one that speaks
+    for the large buckets training moves. A sweep without one of the regimes falls
+    back to least squares on relative errors. Returns them with the median and max
+    relative error over every point.
     """
     terms = [cost_terms(op, world, n) for n, _ in points]
     small = [t / m for (n, t), (m, _) in zip(points, terms, strict=True) if n <= SMALL_BYTES]
-    large = [(t - 0.0, m, b) for (n, t), (m, b) in zip(points, terms, strict=True)
+    large = [(t, m, b) for (n, t), (m, b) in zip(points, terms, strict=True)
              if n >= LARGE_BYTES and b > 0]  # fmt: skip
     if small and large:
         alpha = float(np.mean(small))
-        beta = max(0.0, float(np.median([(t - alpha * m) / b for t, m, b in large])))
+        t, m, b = max(large, key=lambda x: x[2])
+        beta = max(0.0, (t - alpha * m) / b)
     else:
         y = np.array([t for _, t in points], dtype=np.float64)
         a = np.array(terms, dtype=np.float64) / y[:, None]
@@ -98,6 +108,49 @@ def fit_alpha_beta(op: str, world: int, points: Sequence[tuple[float, float]]) -
         "rel_err_max": float(errs.max()),
         "points": len(points),
     }
+
+
+def fit_worlds(worlds: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Per process count and op: the gloo model's constants from a sweep's samples.
+
+    worlds: ``[{"world": P, "ops": {op: rows, op~skewed: rows, op~computed: rows},
+    "compute": {"factor": f}}]`` as ``calibrate.gloo`` records them (rows: ``nbytes``
+    and ``mean_s`` seconds per call). Returns ``{"P": {"cpu_share_factor": f, op:
+    fit_alpha_beta(...) plus wake_s and wake_by_bytes where the tests ran}}``.
+    """
+    out: dict[str, Any] = {}
+    for w in worlds:
+        p = int(w["world"])
+        entry: dict[str, Any] = {"cpu_share_factor": w["compute"]["factor"]}
+        for op, samples in w["ops"].items():
+            if op.endswith((SKEWED, COMPUTED)):
+                continue
+            # the mean, not the median: a phase sums many calls, and on a shared host
+            # a call now and then waits a scheduler tick (4 ms here)
+            pts = [(float(s["nbytes"]), float(s.get("mean_s", s["median_s"]))) for s in samples]
+            entry[op] = fit_alpha_beta(op, p, pts)
+            skew = w["ops"].get(f"{op}{SKEWED}")
+            if skew:  # what waking blocked peers adds to a call, over the fit at that size
+                m, b = cost_terms(op, p, float(skew[0]["nbytes"]))
+                base = entry[op]["alpha_s"] * m + entry[op]["beta_s_per_byte"] * b
+                entry[op]["wake_s"] = max(0.0, float(skew[0]["mean_s"]) - base)
+            computed = w["ops"].get(f"{op}{COMPUTED}")
+            if computed:  # after compute on every rank, per size, over the aligned call
+                entry[op]["wake_by_bytes"] = wake_by_bytes(samples, computed)
+        out[str(p)] = entry
+    return out
+
+
+def wake_by_bytes(aligned: Sequence[Mapping[str, Any]], skew: Sequence[Mapping[str, Any]]):
+    """``[bytes, seconds]`` per size of ``skew`` (the after-compute test's rows): its mean
+    call less the mean aligned call of the same size (both timed in the same sweep), at
+    least 0; sizes without an aligned row are left out."""
+    at = {int(r["nbytes"]): float(r.get("mean_s", r["median_s"])) for r in aligned}
+    return [
+        [int(r["nbytes"]), max(0.0, float(r["mean_s"]) - at[int(r["nbytes"])])]
+        for r in skew
+        if int(r["nbytes"]) in at
+    ]
 
 
 class GlooModel:

@@ -543,7 +543,7 @@ def _gloo_model(data: dict[str, Any], network: str | None):
     from simcluster.network.gloo import GlooModel
 
     if data.get("gloo") and not network:
-        own = GlooModel(data["gloo"]["worlds"], "the run's own gloo sweep (same processes)")
+        own = GlooModel(_fitted(data["gloo"]), "the run's own gloo sweep (same processes)")
         host = _gloo_model({}, None)
         if host is None or not _has_wake_sizes(host) or _has_wake_sizes(own):
             return own
@@ -562,11 +562,30 @@ def _gloo_model(data: dict[str, Any], network: str | None):
         return None
     prof = json.loads(f.read_text())
     worlds = prof.get("network", {}).get("gloo", {}).get("worlds")
+    if worlds and isinstance(prof.get("samples"), dict):
+        samples = [{"world": p, **v} for p, v in prof["samples"].items()]
+        worlds = _fitted({"worlds": worlds, "samples": samples})
     if not worlds:
         if network:
             raise UserError(f"network profile {network!r} has no gloo section (network.gloo)")
         return None
     return GlooModel(worlds, f"network profile {name}")
+
+
+def _fitted(gloo: dict[str, Any]) -> dict[str, Any]:
+    """A sweep's constants fitted from its stored samples by this version's fit
+    (:func:`simcluster.network.gloo.fit_worlds`), so a committed run is scored by the
+    model as it is now; the constants stored beside them where there are no samples."""
+    from simcluster.network.gloo import fit_worlds
+
+    samples = gloo.get("samples")
+    if not samples:
+        return gloo["worlds"]
+    rows = samples if isinstance(samples, list) else [samples]
+    try:
+        return fit_worlds(rows)
+    except (KeyError, TypeError, ValueError):
+        return gloo["worlds"]  # samples of another layout: the stored fit
 
 
 def _has_wake_sizes(model) -> bool:
