@@ -161,6 +161,31 @@ def test_live_run_with_a_rank_outside_its_collective_group(tmp_path, capsys):
     assert str(p) in line and "malformed live-run file" in line
 
 
+@pytest.mark.parametrize(
+    ("edit", "field", "shown"),
+    [
+        (lambda s: s["ops"]["allreduce"][0].update(mean_s="abc"),
+         "gloo.samples.ops.allreduce[0].mean_s", "(got 'abc')"),
+        (lambda s: s["ops"]["allreduce"][0].update(nbytes=-5),
+         "gloo.samples.ops.allreduce[0].nbytes", "(got -5)"),
+        (lambda s: s["ops"].update(alreduce=s["ops"].pop("allreduce")),
+         "gloo.samples.ops", "did you mean 'allreduce'"),
+        (lambda s: s["ops"].update(allgather=[]), "gloo.samples.ops.allgather", "(got [])"),
+        (lambda s: s["compute"].update(factor="fast"), "gloo.samples.compute.factor", "'fast'"),
+        (lambda s: s.update(world="two"), "gloo.samples.world", "(got 'two')"),
+    ],
+)  # fmt: skip
+def test_live_run_with_a_bad_gloo_sample_names_it(tmp_path, capsys, edit, field, shown):
+    """Validation refits the run's gloo constants from its samples: a bad sample is named
+    (it was silently a traceback or the stored fit)."""
+    data = json.loads(LIVE.read_text())
+    edit(data["gloo"]["samples"])
+    p, code = _validate_live(tmp_path, data)
+    assert code == 2
+    line = _error(capsys)
+    assert str(p) in line and f": {field}:" in line and shown in line
+
+
 # ----------------------------------------------------------------------------- validate flags
 
 

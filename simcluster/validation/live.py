@@ -38,7 +38,9 @@ microbenchmarks of the same processes, never from the phases compared.
 
 from __future__ import annotations
 
+import difflib
 import json
+import math
 import re
 import statistics
 from dataclasses import dataclass, field
@@ -536,14 +538,15 @@ def validate_live(
         ) from None
 
 
-def _gloo_model(data: dict[str, Any], network: str | None):
+def _gloo_model(data: dict[str, Any], network: str | None, file: str = "<live run>"):
     """The gloo cost model: the run's own sweep (``calibrate.live`` measures it on its
     processes before the patterns), else a network profile with a ``gloo`` section
     (named, or ``gloo-host``); None when neither has one."""
     from simcluster.network.gloo import GlooModel
 
     if data.get("gloo") and not network:
-        own = GlooModel(_fitted(data["gloo"]), "the run's own gloo sweep (same processes)")
+        own = GlooModel(_fitted(data["gloo"], file, "gloo.samples"),
+                        "the run's own gloo sweep (same processes)")  # fmt: skip
         host = _gloo_model({}, None)
         if host is None or not _has_wake_sizes(host) or _has_wake_sizes(own):
             return own
@@ -563,8 +566,8 @@ def _gloo_model(data: dict[str, Any], network: str | None):
     prof = json.loads(f.read_text())
     worlds = prof.get("network", {}).get("gloo", {}).get("worlds")
     if worlds and isinstance(prof.get("samples"), dict):
-        samples = [{"world": p, **v} for p, v in prof["samples"].items()]
-        worlds = _fitted({"worlds": worlds, "samples": samples})
+        samples = [{"world": p, **v} for p, v in prof["samples"].items() if isinstance(v, dict)]
+        worlds = _fitted({"worlds": worlds, "samples": samples}, str(f), "samples")
     if not worlds:
         if network:
             raise UserError(f"network profile {network!r} has no gloo section (network.gloo)")
@@ -572,20 +575,67 @@ def _gloo_model(data: dict[str, Any], network: str | None):
     return GlooModel(worlds, f"network profile {name}")
 
 
-def _fitted(gloo: dict[str, Any]) -> dict[str, Any]:
+def _fitted(gloo: dict[str, Any], file: str = "<live run>", where: str = "gloo.samples"):
     """A sweep's constants fitted from its stored samples by this version's fit
     (:func:`simcluster.network.gloo.fit_worlds`), so a committed run is scored by the
-    model as it is now; the constants stored beside them where there are no samples."""
+    model as it is now; the constants stored beside them where there are no samples.
+    A malformed sample is a :class:`ConfigError` naming its field (``where`` ...)."""
     from simcluster.network.gloo import fit_worlds
 
     samples = gloo.get("samples")
     if not samples:
         return gloo["worlds"]
     rows = samples if isinstance(samples, list) else [samples]
+    for i, w in enumerate(rows):
+        at = f"{where}[{i}]" if isinstance(samples, list) else where
+        _check_sweep(w, file, at)
+    return fit_worlds(rows)
+
+
+def _positive(value: Any, file: str, path: str, unit: str) -> None:
+    ok = isinstance(value, int | float) and not isinstance(value, bool)
+    if not ok or not math.isfinite(value) or value <= 0:
+        raise ConfigError(file, path, value, "not a positive finite number", f"{unit} > 0")
+
+
+def _check_sweep(w: Any, file: str, at: str) -> None:
+    """One process count's sweep as ``calibrate.gloo`` records it: ``world``, per op a
+    non-empty list of rows with positive ``nbytes`` and ``mean_s``, and the sharing
+    test's ``compute.factor``."""
+    if not isinstance(w, dict):
+        raise ConfigError(file, at, w, "not a gloo sweep", "a mapping with world, ops, compute")
+    world = w.get("world")
     try:
-        return fit_worlds(rows)
-    except (KeyError, TypeError, ValueError):
-        return gloo["worlds"]  # samples of another layout: the stored fit
+        ok = int(world) >= 1
+    except (TypeError, ValueError):
+        ok = False
+    if not ok:
+        raise ConfigError(file, f"{at}.world", world, "not a process count", "an integer >= 1")
+    ops = w.get("ops")
+    if not isinstance(ops, dict) or not ops:
+        raise ConfigError(file, f"{at}.ops", ops, "no timed collectives", "op name -> rows")
+    from simcluster.network.gloo import COMPUTED, OPS, SKEWED
+
+    for op, op_rows in ops.items():
+        if str(op).removesuffix(SKEWED).removesuffix(COMPUTED) not in OPS:
+            known = [f"{o}{x}" for o in OPS for x in ("", SKEWED, COMPUTED)]
+            raise ConfigError(
+                file, f"{at}.ops", op, "not a collective the gloo model knows", known,
+                suggestions=difflib.get_close_matches(str(op), known, n=1),
+            )  # fmt: skip
+        if not isinstance(op_rows, list) or not op_rows:
+            raise ConfigError(
+                file, f"{at}.ops.{op}", op_rows, "no timed sizes", "a non-empty list of rows"
+            )
+        for j, r in enumerate(op_rows):
+            row = f"{at}.ops.{op}[{j}]"
+            if not isinstance(r, dict):
+                raise ConfigError(file, row, r, "not a timed size", "a mapping with nbytes, mean_s")
+            _positive(r.get("nbytes"), file, f"{row}.nbytes", "bytes")
+            _positive(r.get("mean_s", r.get("median_s")), file, f"{row}.mean_s", "seconds")
+    compute = w.get("compute")
+    factor = compute.get("factor") if isinstance(compute, dict) else None
+    _positive(factor, file, f"{at}.compute.factor", "a CPU-sharing factor")
 
 
 def _has_wake_sizes(model) -> bool:
@@ -603,7 +653,7 @@ def _validate_live(
     cfg = data["config"]
     world = int(cfg["world_size"])
     link = link_costs(data["calibration"], world)
-    gloo = _gloo_model(data, network) if cfg.get("backend") == "gloo" else None
+    gloo = _gloo_model(data, network, str(path)) if cfg.get("backend") == "gloo" else None
     if gloo is not None:
         link = {"bandwidth": link["bandwidth"], "overhead_s": 0.0}
     topo, net = _write_localhost(Path(workdir), cfg, link, str(path))
