@@ -378,7 +378,7 @@ def _read_raw(path: str) -> dict[str, Any] | str:
 def _machine() -> dict[str, Any]:
     import torch
 
-    from calibrate.live.run import _cpu_model
+    from .live.run import _cpu_model
 
     return {
         "hostname": socket.gethostname(),

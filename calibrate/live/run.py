@@ -123,7 +123,7 @@ class Trainer:
             self.model = build(10).to(device)
             shape: tuple[int, ...] = (3, side, side)
         else:  # as calibrate.trace builds it, so a traced model runs live
-            from calibrate.trace import build_module
+            from ..trace import build_module
 
             module, _ = build_module(cfg.get("model"), cfg.get("module"), 10)
             self.model = module.to(device)
@@ -501,7 +501,7 @@ def _worker(rank: int, size: int, cfg: dict[str, Any], init: str | None) -> None
     cal = calibrate_allreduce(cfg["calibration_sizes"], cfg["calibration_reps"], device)
     host: dict[str, Any] | None = None
     if backend == "gloo" and cfg.get("gloo_calibration", True):
-        from calibrate.gloo import LIVE_MAX, SIZES, sharing, sweep
+        from ..gloo import LIVE_MAX, SIZES, sharing, sweep
 
         # the gloo model's constants, measured on these processes before the patterns
         host = {
@@ -566,7 +566,7 @@ def _worker(rank: int, size: int, cfg: dict[str, Any], init: str | None) -> None
         if traced is not None:
             out["trace"] = traced
         if host is not None:
-            from calibrate.gloo import fit, reduce_ranks
+            from ..gloo import fit, reduce_ranks
 
             world = reduce_ranks([g["gloo"] for g in gathered], cfg["share_reps"])
             # per pattern: the sharing factor measured just before and just after it
@@ -596,7 +596,7 @@ def _worker(rank: int, size: int, cfg: dict[str, Any], init: str | None) -> None
 def _trace_alone(cfg: dict[str, Any], device: torch.device) -> dict[str, Any]:
     """Record a trace of the run's model and batch on this process (``--trace FILE``):
     ``calibrate.trace``'s interleaved recording, same threads; returns its facts."""
-    from calibrate.trace import Step, build_module, make_header, record
+    from ..trace import Step, build_module, make_header, record
 
     if cfg.get("module") is None and cfg["model"] in MODELS:
         build, side = MODELS[cfg["model"]]
@@ -750,7 +750,7 @@ def main(argv=None) -> int:
     model = a.model or (None if a.module else "resnet18-cifar")
     shape: list[int] = []
     if a.module is not None or model not in MODELS:
-        from calibrate.trace import ModelSpecError, _shape, build_module, default_input_shape
+        from ..trace import ModelSpecError, _shape, build_module, default_input_shape
 
         try:
             build_module(model, a.module, 10)  # fail here, not in every worker
@@ -799,7 +799,7 @@ def main(argv=None) -> int:
         if "RANK" not in os.environ:
             print("calibrate.live: give --nproc N, or launch with torchrun", file=sys.stderr)
             return 2
-        from calibrate.collectives import torchrun_env_problem
+        from ..collectives import torchrun_env_problem
 
         bad_env = torchrun_env_problem()
         if bad_env:
