@@ -10,7 +10,9 @@ live program ran them, and simulated:
   (messages and bytes of gloo's algorithm, per-message and per-byte costs and a
   wake-up cost per call, per op and process count; per size where the sweep timed
   calls right after compute, ``wake_by_bytes``) from the run's own sweep
-  (``calibrate.live`` measures it on its processes before the patterns; a sweep
+  (``calibrate.live`` measures it on its processes before the patterns; the
+  constants are refitted from the samples the run stores by this version's fit,
+  :func:`simcluster.network.gloo.fit_worlds`; a sweep
   without ``wake_by_bytes`` takes the ``gloo-host`` profile's, scaled by the sharing
   factors), else from the ``gloo-host`` network profile (``simcluster calibrate
   gloo``); the constants
