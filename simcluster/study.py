@@ -43,6 +43,7 @@ from simcluster.scenario import (
     Heterogeneity,
     Scenario,
     resolved_dataset_size,
+    resolved_input_load,
     resolved_precision,
     workload_model,
     workload_profile,
@@ -395,6 +396,7 @@ def run_scenario(
     profile = workload_profile(sc, model)
     netp = load_network_profile(sc.network_profile)
     base_dataset = resolved_dataset_size(w)
+    input_load = resolved_input_load(w, sc.source)
     records: list[dict[str, Any]] = []
     traces: dict[str, Trace] = {}
     clusters: dict[int, Any] = {}
@@ -425,6 +427,7 @@ def run_scenario(
                 w.grad_accumulation,
                 sc.seed,
                 w.optimizer,
+                input_load,
             )
             run = RunShape(steps, math.ceil(last / w.grad_accumulation), w.epochs)
             metrics, seg_traces = simulate_plan(
