@@ -10,13 +10,16 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from simcluster.errors import ConfigError, UserError
 from simcluster.registry import Registered
 from simcluster.schema import StrictModel, pydantic_to_config_error
+
+if TYPE_CHECKING:
+    from simcluster.compute.input_pipeline import InputLoad
 
 __all__ = [
     "Scenario",
@@ -572,7 +575,7 @@ def resolved_dataset_size(w: Workload) -> int:
     return DATASETS[w.dataset][0]
 
 
-def resolved_input_load(w: Workload, file: str | None = None):
+def resolved_input_load(w: Workload, file: str | None = None) -> InputLoad | None:
     """The workload's :class:`simcluster.compute.input_pipeline.InputLoad` (None without
     ``input_pipeline``): a profile's per-sample seconds, moved to ``host_clock_ghz`` by
     the clock ratio when both clocks are known. A profile without ``clock_ghz`` cannot

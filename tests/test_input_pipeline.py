@@ -168,3 +168,20 @@ def test_microbenchmark_writes_a_profile_the_simulator_reads(tmp_path):
     prof = load_input_profile(str(out))
     assert prof.per_sample_s > 0 and prof.provenance["threads"] == 1
     assert "median of 1" in prof.provenance["statistic"]
+
+
+def test_a_wait_for_loader_workers_is_not_exposed_communication(tiny_scenario):
+    from simcluster.study import run_scenario
+
+    sc = dict(tiny_scenario, schedules=[{"name": "ddp"}])
+    free = run_scenario(parse_scenario(sc, "t.yaml")).records
+    slow = dict(
+        sc, workload={**sc["workload"], "input_pipeline": {"per_sample_s": 0.01, "workers": 1}}
+    )
+    held = run_scenario(parse_scenario(slow, "t.yaml")).records
+    for a, b in zip(free, held, strict=True):
+        assert b["step_time_s"] == pytest.approx(128 * 0.01)  # the worker's batch time
+        assert b["step_compute_s"] == pytest.approx(a["step_compute_s"])
+        assert b["step_exposed_comm_s"] == pytest.approx(a["step_exposed_comm_s"])
+        assert b["exposed_comm_s"] == pytest.approx(a["exposed_comm_s"])
+        assert any(s.get("input_wait_s", 0) > 1.0 for s in b["segments"])
