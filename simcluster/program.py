@@ -102,8 +102,9 @@ class CollectiveCall:
 
 
 #: compute kernels, collectives, device-to-host copies, host-to-device copies, CPU threads,
-#: a framework's control thread (Horovod's background loop: cycle waits and negotiation)
-STREAMS = ("compute", "comm", "copy", "h2d", "cpu", "ctrl")
+#: a framework's control thread (Horovod's background loop: cycle waits and negotiation),
+#: a data loader's worker processes (making the next batches while the step runs)
+STREAMS = ("compute", "comm", "copy", "h2d", "cpu", "ctrl", "loader")
 
 
 class ProgramError(SimclusterError, ValueError):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 
@@ -18,16 +18,21 @@ from simcluster.errors import ConfigError, UserError
 from simcluster.registry import Registered
 from simcluster.schema import StrictModel, pydantic_to_config_error
 
+if TYPE_CHECKING:
+    from simcluster.compute.input_pipeline import InputLoad
+
 __all__ = [
     "Scenario",
     "Workload",
     "ScheduleSpec",
     "Study",
     "Heterogeneity",
+    "InputPipeline",
     "Transient",
     "DATASETS",
     "load_scenario",
     "parse_scenario",
+    "resolved_input_load",
     "workload_model",
     "workload_profile",
 ]
@@ -40,6 +45,41 @@ DATASETS: dict[str, tuple[int, int, int]] = {
     "imagenet": (1_281_167, 1000, 224),
     "wikitext103": (1_801_350, 0, 512),
 }
+
+
+class InputPipeline(StrictModel):
+    """The training input pipeline's CPU cost (:mod:`simcluster.compute.input_pipeline`)."""
+
+    profile: str | None = Field(
+        None,
+        description="input profile (calibrate/profiles/input) with the measured "
+        "CPU seconds per sample; or give per_sample_s",
+    )
+    per_sample_s: float | None = Field(
+        None, gt=0, le=10, description="CPU seconds per sample on the training host"
+    )
+    workers: int = Field(
+        0,
+        ge=0,
+        le=1024,
+        description="loader worker processes; 0: the training process "
+        "makes each batch before its forward (in series with the step)",
+    )
+    host_clock_ghz: float | None = Field(
+        None,
+        gt=0,
+        le=10,
+        description="the training host's nominal clock: the profile's "
+        "per-sample seconds are scaled by its clock_ghz / host_clock_ghz",
+    )
+
+    @model_validator(mode="after")
+    def _one_source(self) -> InputPipeline:
+        if (self.profile is None) == (self.per_sample_s is None):
+            raise ValueError("give exactly one of profile and per_sample_s")
+        if self.host_clock_ghz is not None and self.profile is None:
+            raise ValueError("host_clock_ghz transfers a profile; leave it out with per_sample_s")
+        return self
 
 
 class Workload(StrictModel):
@@ -73,6 +113,9 @@ class Workload(StrictModel):
     )
     grad_accumulation: int = Field(1, ge=1, le=4096)
     epochs: float = Field(1.0, gt=0, le=100_000)
+    input_pipeline: InputPipeline | None = Field(
+        None, description="CPU cost of making each batch (default: none, batches are free)"
+    )
 
 
 class ScheduleSpec(StrictModel):
@@ -322,6 +365,7 @@ def _check_names(sc: Scenario, file: str | None) -> None:
             raise not_found(kind, value, known, suffixes, folders, file=file, field=field)
     prof = load_profile(sc.profile)
     load_network_profile(sc.network_profile)
+    resolved_input_load(w, file)
     _check_precision(sc, prof, file)
     for i, spec in enumerate(sc.schedules):
         try:
@@ -529,3 +573,31 @@ def resolved_dataset_size(w: Workload) -> int:
         return w.dataset_size
     assert w.dataset is not None
     return DATASETS[w.dataset][0]
+
+
+def resolved_input_load(w: Workload, file: str | None = None) -> InputLoad | None:
+    """The workload's :class:`simcluster.compute.input_pipeline.InputLoad` (None without
+    ``input_pipeline``): a profile's per-sample seconds, moved to ``host_clock_ghz`` by
+    the clock ratio when both clocks are known. A profile without ``clock_ghz`` cannot
+    be moved: a ConfigError naming the field."""
+    from simcluster.compute.input_pipeline import InputLoad, clock_transfer, load_input_profile
+
+    ip = w.input_pipeline
+    if ip is None:
+        return None
+    if ip.per_sample_s is not None:
+        return InputLoad(ip.per_sample_s, ip.workers)
+    assert ip.profile is not None
+    prof = load_input_profile(ip.profile, "workload.input_pipeline.profile", file)
+    per_sample = prof.per_sample_s
+    if ip.host_clock_ghz is not None:
+        if prof.clock_ghz is None:
+            raise ConfigError(
+                file,
+                "workload.input_pipeline.host_clock_ghz",
+                ip.host_clock_ghz,
+                f"input profile {prof.name!r} states no clock_ghz to transfer from",
+                "leave host_clock_ghz out",
+            )
+        per_sample = clock_transfer(per_sample, prof.clock_ghz, ip.host_clock_ghz)
+    return InputLoad(per_sample, ip.workers)

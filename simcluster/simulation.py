@@ -107,8 +107,10 @@ class Simulation:
         accumulation: int = 1,
         seed: int = 0,
         optimizer: str = "sgd",
+        input_load: Any = None,
     ) -> BuildContext:
-        """What a schedule builds its programs from, with this cluster's estimator."""
+        """What a schedule builds its programs from, with this cluster's estimator
+        (``input_load``: the workload's input pipeline cost, None for none)."""
         return BuildContext(
             self.cluster,
             gpus,
@@ -120,6 +122,7 @@ class Simulation:
             seed,
             self.estimate,
             optimizer,
+            input_load,
         )
 
     def run(self, classes: list[RankClass]) -> Trace:

@@ -20,7 +20,9 @@ full-batch steps only (``step_samples`` samples over all ranks, ``full_steps``
 of them), and ``partial_step_time_s`` / ``partial_samples`` / ``partial_steps``
 describe the partial one apart (None when every step is full). At a fixed
 per-GPU batch the run means fall as GPUs grow only because the partial step
-weighs more; the full-step figures do not.
+weighs more; the full-step figures do not. Time a step waits for loader workers
+(``workload.input_pipeline`` with ``workers``) is neither compute nor exposed
+communication: a segment whose step they hold up says it as ``input_wait_s``.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ from simcluster.scenario import (
     Heterogeneity,
     Scenario,
     resolved_dataset_size,
+    resolved_input_load,
     resolved_precision,
     workload_model,
     workload_profile,
@@ -244,6 +247,7 @@ def simulate_plan(
     compute = 0.0
     comm = 0.0
     inter = 0.0
+    loader_wait = 0.0  # time steps wait for loader workers (not exposed communication)
     breakdown: dict[str, float] = {}
     seg_records = []
     traces: dict[str, Trace] = {}
@@ -256,6 +260,8 @@ def simulate_plan(
         total_samples += seg.count * seg.iteration.samples
         compute += seg.count * trace.busy_time(rep, "compute")
         comm += seg.count * trace.busy_time(rep, "comm")
+        wait = _loader_wait(trace)
+        loader_wait += seg.count * wait
         inter += seg.count * trace.inter_node_bytes
         _scaled(breakdown, trace.by_category(rep), seg.count)
         traces.setdefault(seg.label, trace)
@@ -274,13 +280,15 @@ def simulate_plan(
                 "collectives_s": trace.by_algorithm(),
             }
         )
+        if wait > 0:  # only where loader workers hold the step up (the key is new)
+            seg_records[-1]["input_wait_s"] = wait
     steps = max(total_steps, 1e-300)
     full_step, partial_step = _step_split(seg_records, segments)
     metrics = {
         "iteration_time_s": total_time / steps,
         "compute_s": compute / steps,
         "comm_s": comm / steps,
-        "exposed_comm_s": max(total_time - compute, 0.0) / steps,
+        "exposed_comm_s": max(total_time - compute - loader_wait, 0.0) / steps,
         "throughput_samples_per_s": total_samples / total_time if total_time > 0 else math.inf,
         "time_to_train_s": total_time,
         "breakdown_s": {k: v / steps for k, v in sorted(breakdown.items())},
@@ -291,6 +299,17 @@ def simulate_plan(
         "segments": seg_records,
     }
     return metrics, traces
+
+
+def _loader_wait(trace: Trace) -> float:
+    """Seconds the step outlasts everything but its loader workers (``loader`` stream,
+    :func:`simcluster.schedules.training.load_batches`): a wait for input, not for a
+    collective. 0 without loader ops."""
+    rows = [r for r in trace.rows if r[1] == "loader"]
+    if not rows:
+        return 0.0
+    rest = max((r[5] for r in trace.rows if r[1] != "loader"), default=0.0)
+    return max(trace.end_time - rest, 0.0)
 
 
 def _step_split(seg_records: list[dict[str, Any]], segments) -> tuple[dict, dict]:
@@ -317,13 +336,18 @@ def _step_split(seg_records: list[dict[str, Any]], segments) -> tuple[dict, dict
 
     step = mean(full, "time_s")
     compute = mean(full, "compute_s")
+    wait = 0.0  # waits for loader workers: neither compute nor exposed communication
+    if any("input_wait_s" in r for r, _ in full):
+        for r, _ in full:
+            r.setdefault("input_wait_s", 0.0)
+        wait = mean(full, "input_wait_s")
     full_out = {
         "full_steps": sum(s.count * s.steps for _, s in full),
         "step_samples": most,
         "step_time_s": step,
         "step_compute_s": compute,
         "step_comm_s": mean(full, "comm_s"),
-        "step_exposed_comm_s": max(step - compute, 0.0),
+        "step_exposed_comm_s": max(step - compute - wait, 0.0),
     }
     part_out = {
         "partial_steps": sum(s.count * s.steps for _, s in part),
@@ -395,6 +419,7 @@ def run_scenario(
     profile = workload_profile(sc, model)
     netp = load_network_profile(sc.network_profile)
     base_dataset = resolved_dataset_size(w)
+    input_load = resolved_input_load(w, sc.source)
     records: list[dict[str, Any]] = []
     traces: dict[str, Trace] = {}
     clusters: dict[int, Any] = {}
@@ -425,6 +450,7 @@ def run_scenario(
                 w.grad_accumulation,
                 sc.seed,
                 w.optimizer,
+                input_load,
             )
             run = RunShape(steps, math.ceil(last / w.grad_accumulation), w.epochs)
             metrics, seg_traces = simulate_plan(

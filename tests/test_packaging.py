@@ -79,6 +79,7 @@ def test_wheel_holds_code_and_data(tmp_path: Path) -> None:
         "simcluster/calibrate/live/run.py",
         "simcluster/calibrate/profiles/v100-sxm2-32gb.json",
         "simcluster/calibrate/profiles/network/nccl-spec.json",
+        "simcluster/calibrate/profiles/input/cifar10-autoaugment.json",
         "simcluster/topologies/puhti.yaml",
         "simcluster/scenarios/puhti64.yaml",
         "simcluster/scenarios/references/prunex.yaml",

@@ -15,6 +15,7 @@ from typing import Annotated, Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict
 
+from simcluster.compute.input_pipeline import InputLoad
 from simcluster.compute.profile import DeviceProfile
 from simcluster.program import RankClass
 from simcluster.registry import Registered, Registry
@@ -64,6 +65,7 @@ class BuildContext:
     precision: compute key: ``fp32``, ``tf32``, ``amp`` (fp16) or ``amp_bf16``.
     accumulation: micro-steps per iteration (only the last one synchronises).
     seed: for any random choice.
+    input_load: the CPU cost of making each batch (None: batches are free).
     """
 
     cluster: Any
@@ -79,6 +81,8 @@ class BuildContext:
     comm_estimate: Callable[[Any], float] | None = None
     #: optimizer of the step (``sgd``, ``adam``, ``adamw``, ``lamb``)
     optimizer: str = "sgd"
+    #: the input pipeline's cost per batch (``workload.input_pipeline``); None: free
+    input_load: InputLoad | None = None
 
     def with_batch(self, batch: int) -> BuildContext:
         return replace(self, batch=batch)

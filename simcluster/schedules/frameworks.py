@@ -176,7 +176,9 @@ def ddp_backward(
         for b in closes.get(i, ()):
             launch(b)
 
-    micro_steps(prog, ctx.model, p, ctx.batch, ctx.precision, ctx.accumulation, on_grad)
+    micro_steps(
+        prog, ctx.model, p, ctx.batch, ctx.precision, ctx.accumulation, on_grad, ctx.input_load
+    )
     deps: tuple[str, ...] = (prog.ops[-1].id,)
     for b, op_id in reduced:  # finalize_backward: wait, cast back, copy out
         t = cast_time(p, b.numel, wire_bytes, 4)
@@ -202,7 +204,9 @@ def colossalai_backward(
     (module docstring): flatten, divide, one allreduce of every fp32 gradient, copy back.
     Returns what the optimizer waits for. No sync when every group is a single rank."""
     p = ctx.profile
-    micro_steps(prog, ctx.model, p, ctx.batch, ctx.precision, ctx.accumulation)
+    micro_steps(
+        prog, ctx.model, p, ctx.batch, ctx.precision, ctx.accumulation, None, ctx.input_load
+    )
     if not any(len(g) > 1 for g in groups):
         return (prog.ops[-1].id,)
     numel = ctx.model.params

@@ -202,7 +202,9 @@ class _ADMMBase(Schedule):
         """One local SGD step with the proximal term: no communication."""
         prog = RankClass("all", ctx.ranks)
         p = ctx.profile
-        micro_steps(prog, ctx.model, p, ctx.batch, ctx.precision, ctx.accumulation)
+        micro_steps(
+            prog, ctx.model, p, ctx.batch, ctx.precision, ctx.accumulation, None, ctx.input_load
+        )
         prox = prog.add(
             compute("proximal", p.elementwise_time(4 * 4 * ctx.model.params), "proximal")
         )

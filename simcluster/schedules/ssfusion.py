@@ -512,7 +512,9 @@ class _Fusion(Schedule):
                 )
             unfuse(str(b.index), ctx.gpus * plan["ag_bytes"] + plan["dense_ar_bytes"])
 
-        micro_steps(prog, ctx.model, p, ctx.batch, ctx.precision, ctx.accumulation, on_grad)
+        micro_steps(
+            prog, ctx.model, p, ctx.batch, ctx.precision, ctx.accumulation, on_grad, ctx.input_load
+        )
         last = prog.ops[-1].id
         for b in buffers:
             plan = plans[b.index]

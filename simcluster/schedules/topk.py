@@ -128,7 +128,9 @@ class TopK(Schedule):
                         last = prog.add(op).id
                 gathered[i] = last
 
-        micro_steps(prog, ctx.model, p, ctx.batch, ctx.precision, ctx.accumulation, on_grad)
+        micro_steps(
+            prog, ctx.model, p, ctx.batch, ctx.precision, ctx.accumulation, on_grad, ctx.input_load
+        )
         backward_end = prog.ops[-1].id
         for i in pending:  # launch: after_backward, in gradient-ready order
             sparsify_and_gather(i, backward_end)

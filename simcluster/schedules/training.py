@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from simcluster.compute.input_pipeline import InputLoad
 from simcluster.compute.profile import DeviceProfile
 from simcluster.program import CollectiveCall, RankClass, collective, compute
 
@@ -33,6 +34,7 @@ __all__ = [
     "group_tensors",
     "group_by_count",
     "forward_backward",
+    "load_batches",
     "make_buckets",
     "micro_steps",
     "optimizer_step",
@@ -224,18 +226,49 @@ def micro_steps(
     precision: str,
     accumulation: int,
     on_grad: OnGrad | None = None,
+    input_load: InputLoad | None = None,
 ) -> dict[int, str]:
     """Append ``accumulation`` micro-steps; returns the gradient-ready ops of the last one.
 
     Only the last micro-step's gradients are synchronised (``on_grad`` fires
-    for it alone): no sync on accumulation steps.
+    for it alone): no sync on accumulation steps. ``input_load`` (the context's) makes
+    each micro-step's batch first: see :func:`load_batches`.
     """
     ready: dict[int, str] = {}
     for k in range(accumulation):
         prefix = f"m{k}." if accumulation > 1 else ""
+        if k == 0:
+            load_batches(prog, batch, accumulation, input_load)
+        elif input_load is not None and input_load.workers == 0:
+            prog.add(compute(f"{prefix}input", input_load.batch_seconds(batch), "input"))
         hook = on_grad if k == accumulation - 1 else None
         ready = forward_backward(prog, model, profile, batch, precision, prefix, on_grad=hook)
     return ready
+
+
+def load_batches(
+    prog: RankClass, batch: int, accumulation: int, input_load: InputLoad | None
+) -> None:
+    """The input pipeline's share of a step (nothing when ``input_load`` is None).
+
+    ``workers == 0``: the training process makes the first micro-step's batch before
+    anything else of the step, ``batch * per_sample_s`` seconds on the compute stream
+    (the GPU idles meanwhile), op ``input`` put first in the program (the loader's
+    ``next()`` opens a training-loop iteration); each later micro-step's batch is made
+    right before its forward (:func:`micro_steps`). ``workers > 0``: the workers make the
+    step's ``batch * accumulation`` samples on the ``loader`` stream while the step runs
+    (op ``loader``, no dependency), so the step lasts at least their time, and no longer
+    when they keep up.
+    """
+    if input_load is None:
+        return
+    first = "m0.input" if accumulation > 1 else "input"
+    if input_load.workers == 0:
+        op = compute(first, input_load.batch_seconds(batch), "input")
+        prog.ops.insert(0, op)
+        return
+    t = input_load.step_floor(batch * accumulation)
+    prog.add(compute("loader", t, "input_workers", stream="loader"))
 
 
 def bucketed_allreduce(

@@ -1,0 +1,187 @@
+"""The input pipeline's CPU cost per step (workload.input_pipeline) and its microbenchmark."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+
+from simcluster.cli import main
+from simcluster.collectives import CommContext
+from simcluster.compute.input_pipeline import InputLoad, clock_transfer, load_input_profile
+from simcluster.engine import Engine
+from simcluster.scenario import parse_scenario, resolved_input_load
+from simcluster.schedules import BuildContext, get_schedule
+from simcluster.workload import build_model
+
+BATCH = 32
+
+
+@pytest.fixture(scope="module")
+def small():
+    return build_model("resnet18-cifar", 32, 10)
+
+
+def _step(cluster, model, profile, name, load, accumulation=1, **options):
+    cls = get_schedule(name)
+    ctx = BuildContext(cluster, 4, model, profile, BATCH, "fp32", accumulation, 0,
+                       input_load=load)  # fmt: skip
+    it = cls(cls.Options(**options)).build(ctx)
+    return Engine(CommContext(cluster)).run(it.classes).end_time
+
+
+@pytest.mark.parametrize(
+    ("name", "options"),
+    [("ddp", {}), ("ddp", {"implementation": "colossalai"}), ("nodebased", {}), ("topk", {})],
+)
+@pytest.mark.parametrize("accumulation", [1, 3])
+def test_workers_0_add_batch_times_per_sample_to_every_step(
+    star_cluster, small, profile, name, options, accumulation
+):
+    cluster = star_cluster(4, 10e9, 1e-6)
+    base = _step(cluster, small, profile, name, None, accumulation, **options)
+    c = 2.5e-4
+    loaded = _step(cluster, small, profile, name, InputLoad(c, 0), accumulation, **options)
+    assert loaded - base == pytest.approx(accumulation * BATCH * c, rel=1e-9)
+
+
+def test_enough_workers_add_nothing_and_too_few_bound_the_step(star_cluster, small, profile):
+    cluster = star_cluster(4, 10e9, 1e-6)
+    base = _step(cluster, small, profile, "ddp", None)
+    c = 1e-4
+    # 4 workers make 32 samples in 0.8 ms, far inside the step: no wait
+    fast = _step(cluster, small, profile, "ddp", InputLoad(c, 4))
+    assert fast == pytest.approx(base, rel=1e-12)
+    # per-sample cost so high that one worker is slower than the step: the step is theirs
+    slow_c = 2 * base / BATCH
+    slow = _step(cluster, small, profile, "ddp", InputLoad(slow_c, 1))
+    assert slow == pytest.approx(BATCH * slow_c, rel=1e-12)
+    two = _step(cluster, small, profile, "ddp", InputLoad(slow_c, 2))
+    assert two == pytest.approx(max(base, BATCH * slow_c / 2), rel=1e-12)
+
+
+def test_clock_transfer_is_the_ratio_of_clocks():
+    assert clock_transfer(1e-3, 2.0, 2.5) == pytest.approx(0.8e-3)
+
+
+def test_shipped_profile_transfers_by_the_stated_clocks(tiny_scenario):
+    prof = load_input_profile("cifar10-autoaugment")
+    assert prof.per_sample_s > 0 and prof.clock_ghz
+    sc = dict(tiny_scenario)
+    sc["workload"] = {
+        **sc["workload"],
+        "input_pipeline": {"profile": "cifar10-autoaugment", "host_clock_ghz": 2 * prof.clock_ghz},
+    }
+    load = resolved_input_load(parse_scenario(sc, "t.yaml").workload)
+    assert load == InputLoad(prof.per_sample_s / 2, 0)
+
+
+def test_default_is_no_input_cost(tiny_scenario):
+    assert resolved_input_load(parse_scenario(tiny_scenario, "t.yaml").workload) is None
+
+
+@pytest.mark.parametrize(
+    ("pipeline", "field", "words"),
+    [
+        ({"per_sample_s": -1e-3}, "workload.input_pipeline.per_sample_s", "allowed: a value > 0"),
+        (
+            {"per_sample_s": 1e-3, "workers": -1},
+            "workload.input_pipeline.workers",
+            "allowed: a value >= 0",
+        ),
+        ({"per_sample_s": 1e-3, "workers": 1.5}, "workload.input_pipeline.workers", "integer"),
+        ({}, "workload.input_pipeline", "exactly one of profile and per_sample_s"),
+        (
+            {"profile": "cifar10-autoaugment", "per_sample_s": 1e-3},
+            "workload.input_pipeline",
+            "exactly one",
+        ),
+        ({"per_sample_s": 1e-3, "host_clock_ghz": 2.5}, "workload.input_pipeline", "transfers"),
+        (
+            {"profile": "cifar10-autoaugmnet"},
+            "workload.input_pipeline.profile",
+            "cifar10-autoaugment",
+        ),
+        ({"per_sample_s": 1e-3, "worker": 2}, "workload.input_pipeline.worker", "workers"),
+    ],
+)
+def test_bad_input_pipeline_exits_2_naming_the_field(
+    tmp_path, capsys, tiny_scenario, pipeline, field, words
+):
+    sc = dict(tiny_scenario)
+    sc["workload"] = {**sc["workload"], "input_pipeline": pipeline}
+    p = tmp_path / "bad.yaml"
+    p.write_text(yaml.safe_dump(sc))
+    assert main(["run", str(p), "--no-plots", "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    lines = [ln for ln in err.splitlines() if ln.startswith("simcluster: error:")]
+    assert len(lines) == 1 and "Traceback" not in err, err
+    assert str(p) in lines[0] and field in lines[0] and words in lines[0], lines[0]
+
+
+def test_input_profile_of_another_kind_is_refused(tmp_path, capsys, tiny_scenario):
+    bad = tmp_path / "prof.json"
+    bad.write_text(json.dumps({"schema_version": 1, "kind": "measured", "provenance": {}}))
+    sc = dict(tiny_scenario)
+    sc["workload"] = {**sc["workload"], "input_pipeline": {"profile": str(bad)}}
+    p = tmp_path / "bad.yaml"
+    p.write_text(yaml.safe_dump(sc))
+    assert main(["run", str(p), "--no-plots", "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "not an input profile" in err and str(bad) in err
+
+
+def test_microbenchmark_pipeline_makes_normalized_float_images():
+    np = pytest.importorskip("numpy")
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("PIL")
+    from calibrate import input_pipeline as ip
+
+    torch.manual_seed(0)
+    rows = np.random.default_rng(0).integers(0, 256, size=(64, 32, 32, 3), dtype=np.uint8)
+    outs = [ip.transform(r, torch, np) for r in rows]  # 64 draws: most sub-policies run
+    for out in outs:
+        ip.check_output(out)
+    batch, labels = ip._collate(torch, outs, list(range(64)))
+    assert tuple(batch.shape) == (64, 3, 32, 32) and batch.dtype == torch.float32
+    assert labels.dtype == torch.int64
+    # every op of the CIFAR-10 policy runs on a PIL image and keeps it 32x32 RGB
+    from PIL import Image
+
+    img = Image.fromarray(rows[0])
+    names = {name for sub in ip.CIFAR10_POLICY for name, _, _ in sub}
+    assert len(ip.CIFAR10_POLICY) == 25 and len(names) == 13  # every op but ShearX
+    table = ip._magnitudes(torch, 32, 32)
+    for name in sorted(names | {"ShearX"}):
+        mags = table[name][0]
+        out = ip._apply_op(img, name, float(mags[9]) if mags.ndim else 0.0)  # the largest bin
+        assert out.size == (32, 32) and out.mode == "RGB", name
+
+
+def test_microbenchmark_writes_a_profile_the_simulator_reads(tmp_path):
+    pytest.importorskip("torch")
+    from calibrate import input_pipeline as ip
+
+    out = tmp_path / "p.json"
+    assert ip.main(["--out", str(out), "--samples", "8", "--repeats", "1"]) == 0
+    prof = load_input_profile(str(out))
+    assert prof.per_sample_s > 0 and prof.provenance["threads"] == 1
+    assert "median of 1" in prof.provenance["statistic"]
+
+
+def test_a_wait_for_loader_workers_is_not_exposed_communication(tiny_scenario):
+    from simcluster.study import run_scenario
+
+    sc = dict(tiny_scenario, schedules=[{"name": "ddp"}])
+    free = run_scenario(parse_scenario(sc, "t.yaml")).records
+    slow = dict(
+        sc, workload={**sc["workload"], "input_pipeline": {"per_sample_s": 0.01, "workers": 1}}
+    )
+    held = run_scenario(parse_scenario(slow, "t.yaml")).records
+    for a, b in zip(free, held, strict=True):
+        assert b["step_time_s"] == pytest.approx(128 * 0.01)  # the worker's batch time
+        assert b["step_compute_s"] == pytest.approx(a["step_compute_s"])
+        assert b["step_exposed_comm_s"] == pytest.approx(a["step_exposed_comm_s"])
+        assert b["exposed_comm_s"] == pytest.approx(a["exposed_comm_s"])
+        assert any(s.get("input_wait_s", 0) > 1.0 for s in b["segments"])
