@@ -697,3 +697,26 @@ def test_live_run_op_with_an_empty_phase_name_is_named(tmp_path, capsys, phase):
     assert main(argv) == 2
     line = _error(capsys)
     assert f"{f}: ranks[1].patterns.{pattern}.ops[0][1].phase: a phase needs a name" in line
+
+
+@pytest.mark.parametrize(
+    ("field", "shown"),
+    [
+        ("profile", "profile file is not a .json file"),
+        ("topology", "topology file is not a .yaml or .yml file"),
+        ("workload.input_pipeline.profile", "input profile file is not a .json file"),
+    ],
+)
+def test_a_path_to_a_file_of_the_wrong_kind_says_so(tmp_path, capsys, field, shown):
+    """A profile or topology given as a path to a file without the kind's suffix was
+    refused as "profile file is a file"."""
+    notes = tmp_path / "notes.txt"
+    notes.write_text("not a profile\n")
+    data = yaml.safe_load((ROOT / "scenarios" / "nodebased-deepest.yaml").read_text())
+    where, key = (data["workload"]["input_pipeline"], "profile") if "." in field else (data, field)
+    where[key] = str(notes)
+    scen = tmp_path / "s.yaml"
+    scen.write_text(yaml.safe_dump(data))
+    assert main(["run", str(scen), "--out", str(tmp_path / "out")]) == 2
+    line = _error(capsys)
+    assert f"{field}: {shown} (got '{notes}')" in line and "or a ." in line
