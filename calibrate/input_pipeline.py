@@ -356,9 +356,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--samples", type=int, default=2048, help="samples per timed pass")
     ap.add_argument("--repeats", type=int, default=7, help="timed passes (the median is kept)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--force", action="store_true", help="overwrite an existing --out")
     args = ap.parse_args(argv)
-    if args.samples < 1 or args.repeats < 1:
-        print("error: --samples and --repeats must be >= 1", file=sys.stderr)
+    for flag, value, top in (("--samples", args.samples, 10_000_000),
+                             ("--repeats", args.repeats, 1000)):  # fmt: skip
+        if not 1 <= value <= top:
+            print(f"calibrate.input_pipeline: {flag}: out of range (got {value}); "
+                  f"allowed: an integer 1..{top}", file=sys.stderr)  # fmt: skip
+            return 2
+    from simcluster.atomic import output_file_problem
+
+    problem = output_file_problem((("--out", args.out),), args.force)
+    if problem:  # asked before the minutes of timing, and never over a file unasked
+        print(f"calibrate.input_pipeline: {problem}", file=sys.stderr)
         return 2
     out = Path(args.out)
     load_before = os.getloadavg()[0]
@@ -391,8 +401,10 @@ def main(argv: list[str] | None = None) -> int:
             **fig["versions"],
         },
     }
+    from simcluster.atomic import write_text_atomic
+
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(profile, indent=1) + "\n")
+    write_text_atomic(out, json.dumps(profile, indent=1) + "\n")
     print(
         f"{profile['name']}: {fig['per_sample_s'] * 1e6:.1f} us per sample "
         f"(transform {fig['parts_s']['getitem_transform'] * 1e6:.1f}, "

@@ -360,3 +360,33 @@ def test_refit_names_its_spec_flag_and_a_profile_of_another_kind(tmp_path, capsy
     assert refit([*argv, "--out", str(tmp_path / "r.json")]) == 2
     assert shown in capsys.readouterr().err
     assert not (tmp_path / "r.json").exists()
+
+
+@pytest.mark.parametrize(
+    "args, shown",
+    [
+        (["--out", "{profile}"], "--out {profile}: file exists; pass --force to overwrite it"),
+        (["--out", "{tmp}"], "--out {tmp}: is a folder; give a file name"),
+        (["--out", "{tmp}/x.json", "--samples", "0"],
+         "--samples: out of range (got 0); allowed: an integer 1..10000000"),
+        (["--out", "{tmp}/x.json", "--repeats", "-1"], "--repeats: out of range (got -1)"),
+    ],
+)  # fmt: skip
+def test_input_pipeline_refuses_before_timing_and_keeps_an_existing_profile(
+    tmp_path, capsys, monkeypatch, args, shown
+):
+    """Was: --out on the committed profile overwrote it without asking; a folder was a
+    traceback (IsADirectoryError) after the minutes of timing."""
+    from calibrate import input_pipeline
+
+    def never(*a, **k):
+        raise AssertionError("timed before checking the flags")
+
+    monkeypatch.setattr(input_pipeline, "measure", never)
+    profile = tmp_path / "mine.json"
+    profile.write_text('{"kind": "input"}')
+    fill = {"profile": str(profile), "tmp": str(tmp_path)}
+    assert input_pipeline.main([a.format(**fill) for a in args]) == 2
+    err = capsys.readouterr().err
+    assert shown.format(**fill) in err and "Traceback" not in err, err
+    assert profile.read_text() == '{"kind": "input"}'
