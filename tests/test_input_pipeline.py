@@ -297,3 +297,22 @@ def test_imagenet_flags_are_checked_before_timing(tmp_path, capsys, monkeypatch,
     err = capsys.readouterr().err
     assert shown.format(**fill) in err and "Traceback" not in err, err
     assert len(err.strip().splitlines()) == 1 and not (tmp_path / "x.json").exists()
+
+
+def test_shipped_imagenet_profile_loads_with_its_provenance():
+    prof = load_input_profile("imagenet-train")
+    assert prof.pipeline.startswith("imagenet") and prof.clock_ghz
+    assert prof.provenance["threads"] == 1 and "thread_time" in prof.provenance["clock"]
+    assert prof.provenance["load_average_1min"] and "median of" in prof.provenance["statistic"]
+    assert prof.per_sample_s > 0
+
+
+def test_ceta_scenario_moves_the_imagenet_profile_to_its_host_clock():
+    from pathlib import Path
+
+    from simcluster.scenario import load_scenario
+
+    sc = load_scenario(Path(__file__).resolve().parents[1] / "scenarios/nodebased-ceta.yaml")
+    prof = load_input_profile("imagenet-train")
+    load = resolved_input_load(sc.workload)
+    assert load == InputLoad(clock_transfer(prof.per_sample_s, prof.clock_ghz, 2.5), 0)
