@@ -1,8 +1,13 @@
 """Time a training input pipeline per sample on this CPU, one thread: an input profile.
 
 ``python -m calibrate.input_pipeline --out calibrate/profiles/input/cifar10-autoaugment.json``
+``python -m calibrate.input_pipeline --pipeline imagenet --out
+calibrate/profiles/input/imagenet-train.json``
 
-The pipeline is the node-based paper's CIFAR-10 training input as its authors' code
+``--pipeline imagenet`` times the same paper's ImageNet training input (JPEG decode,
+RandomResizedCrop(224), flip, ToTensor, Normalize, collate per batch of 64), written in
+:mod:`calibrate.input_imagenet`, each part timed on its own. The default,
+``--pipeline cifar10``, is the node-based paper's CIFAR-10 training input as its authors' code
 builds it (github.com/mhaut/eDNNcomm, ``CIFAR/aux.py``, ``build_cifar10``), run the way
 torch's single-process loader (``num_workers=0``, ColossalAI's ``get_dataloader``
 default) runs it for every sample of a batch, then once per batch:
@@ -231,11 +236,11 @@ def _to_tensor(torch, np, img):
     return t.to(dtype=torch.get_default_dtype()).div(255)
 
 
-def _normalize(torch, t):
-    """``Normalize(CIFAR_MEAN, CIFAR_STD)`` (not in place: torchvision clones first)."""
+def _normalize(torch, t, mean_=CIFAR_MEAN, std_=CIFAR_STD):
+    """``Normalize(mean_, std_)`` (not in place: torchvision clones first)."""
     t = t.clone()
-    mean = torch.as_tensor(CIFAR_MEAN, dtype=t.dtype, device=t.device)
-    std = torch.as_tensor(CIFAR_STD, dtype=t.dtype, device=t.device)
+    mean = torch.as_tensor(mean_, dtype=t.dtype, device=t.device)
+    std = torch.as_tensor(std_, dtype=t.dtype, device=t.device)
     if (std == 0).any():
         raise ValueError("std evaluated to zero")
     return t.sub_(mean.view(-1, 1, 1)).div_(std.view(-1, 1, 1))
@@ -280,13 +285,13 @@ def _pass(torch, np, rows, labels) -> tuple[float, float]:
     t_item = 0.0
     t_collate = 0.0
     for start in range(0, len(rows), BATCH):
-        t0 = time.perf_counter()
+        t0 = time.thread_time()
         samples = [
             transform(rows[i], torch, np) for i in range(start, min(start + BATCH, len(rows)))
         ]
-        t1 = time.perf_counter()
+        t1 = time.thread_time()
         _collate(torch, samples, labels[start : start + len(samples)])
-        t2 = time.perf_counter()
+        t2 = time.thread_time()
         t_item += t1 - t0
         t_collate += t2 - t1
     return t_item / len(rows), t_collate / len(rows)
@@ -349,13 +354,102 @@ def measure(samples: int, repeats: int, seed: int = 0) -> dict[str, Any]:
     }
 
 
+def _size(text: str) -> tuple[int, int] | None:
+    """``--size``: ``WxH`` in px, or ``asis``."""
+    if text == "asis":
+        return None
+    w, sep, h = text.partition("x")
+    if not sep or not w.isdigit() or not h.isdigit() or int(w) < 1 or int(h) < 1:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: give WIDTHxHEIGHT in px (e.g. 482x415) or asis"
+        )
+    return int(w), int(h)
+
+
+def _cifar10(args) -> dict[str, Any]:
+    fig = measure(args.samples, args.repeats, args.seed)
+    fig["pipeline"] = (
+        "cifar10: fromarray, RandomCrop(32, padding=4), "
+        "AutoAugment(CIFAR10), ToTensor, Normalize; default_collate per batch of 128"
+    )
+    fig["images"] = "random uint8 32x32x3, seeded"
+    return fig
+
+
+def _imagenet(args) -> dict[str, Any]:
+    import numpy as np
+    import PIL
+    import torch
+
+    from . import input_imagenet as ini
+
+    quality = None if args.quality == 0 else args.quality
+    fig = ini.measure(args.samples, args.repeats, args.seed, args.image, args.size, quality)
+    im = fig["image"]
+    src_px = im["source_size"][0] * im["source_size"][1]
+    px = im["size"][0] * im["size"][1]
+    fig["pipeline"] = (
+        "imagenet: ImageFolder pil_loader (open, Image.open, convert RGB), "
+        "RandomResizedCrop(224) (scale 0.08-1, ratio 3/4-4/3, bilinear), "
+        f"RandomHorizontalFlip, ToTensor, Normalize; default_collate per batch of {ini.BATCH}"
+    )
+    fig["images"] = (
+        f"{Path(im['source']).name} ({im['source_size'][0]}x{im['source_size'][1]}, "
+        f"{im['source_bytes']} B)"
+        + (
+            ""
+            if quality is None
+            else f", centre {im['size'][0]}x{im['size'][1]} re-encoded at quality "
+            f"{quality} 4:4:4 ({im['bytes']} B); the same file every sample, from the page cache"
+        )
+    )
+    decode = fig.pop("source_decode_s")
+    fig["check"] = {
+        "source_decode_s": decode,
+        "source_decode_scaled_by_pixels_s": decode * px / src_px,
+        "note": "the decode of the file as shipped, and that scaled by pixel count to the "
+        "benchmark image's size: the transfer a pixel-count model would make",
+    }
+    fig["versions"] = {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "pillow": PIL.__version__,
+        "numpy": np.__version__,
+    }
+    fig["clock_ghz"], fig["cpu_model"] = cpu_clock_ghz()
+    return fig
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m calibrate.input_pipeline", description=__doc__)
     ap.add_argument("--out", required=True, help="input profile to write (.json)")
     ap.add_argument("--name", default=None, help="profile name (default: the file's stem)")
+    ap.add_argument(
+        "--pipeline",
+        choices=("cifar10", "imagenet"),
+        default="cifar10",
+        help="cifar10 (CIFAR/aux.py) or imagenet (IMAGENET/aux.py, calibrate.input_imagenet)",
+    )
     ap.add_argument("--samples", type=int, default=2048, help="samples per timed pass")
     ap.add_argument("--repeats", type=int, default=7, help="timed passes (the median is kept)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument(
+        "--image",
+        type=Path,
+        default=None,
+        help="imagenet: the JPEG (default: matplotlib's grace_hopper.jpg)",
+    )
+    ap.add_argument(
+        "--size",
+        default="482x415",
+        help="imagenet: centre WxH of --image to re-encode, or asis (default 482x415)",
+    )
+    ap.add_argument(
+        "--quality",
+        type=int,
+        default=96,
+        help="imagenet: JPEG quality of the re-encoding, 4:4:4 (0: the file's own bytes)",
+    )
     ap.add_argument("--force", action="store_true", help="overwrite an existing --out")
     args = ap.parse_args(argv)
     for flag, value, top in (("--samples", args.samples, 10_000_000),
@@ -370,20 +464,33 @@ def main(argv: list[str] | None = None) -> int:
     if problem:  # asked before the minutes of timing, and never over a file unasked
         print(f"calibrate.input_pipeline: {problem}", file=sys.stderr)
         return 2
+    try:
+        args.size = _size(args.size)
+    except argparse.ArgumentTypeError as exc:
+        print(f"calibrate.input_pipeline: --size: {exc}", file=sys.stderr)
+        return 2
+    if not 0 <= args.quality <= 100:
+        print(f"calibrate.input_pipeline: --quality: out of range (got {args.quality}); "
+              "allowed: an integer 0..100 (0: the file's own bytes)", file=sys.stderr)  # fmt: skip
+        return 2
+    if args.image is not None and not args.image.is_file():
+        print(f"calibrate.input_pipeline: --image: no such file (got {args.image}); "
+              "allowed: a JPEG file", file=sys.stderr)  # fmt: skip
+        return 2
     out = Path(args.out)
     load_before = os.getloadavg()[0]
-    fig = measure(args.samples, args.repeats, args.seed)
+    fig = (_imagenet if args.pipeline == "imagenet" else _cifar10)(args)
     load_after = os.getloadavg()[0]
     profile = {
         "schema_version": 1,
         "name": args.name or out.stem,
         "kind": "input",
-        "pipeline": "cifar10: fromarray, RandomCrop(32, padding=4), "
-        "AutoAugment(CIFAR10), ToTensor, Normalize; default_collate per batch of 128",
+        "pipeline": fig["pipeline"],
         "per_sample_s": fig["per_sample_s"],
         "clock_ghz": fig["clock_ghz"],
         "parts_s": fig["parts_s"],
         "passes_s": fig["passes_s"],
+        **({"check": fig["check"]} if "check" in fig else {}),
         "provenance": {
             "command": "python -m calibrate.input_pipeline "
             + " ".join(sys.argv[1:] if argv is None else argv),
@@ -395,7 +502,7 @@ def main(argv: list[str] | None = None) -> int:
             "clock": "thread CPU time (time.thread_time)",
             "statistic": f"median of {args.repeats} passes of {args.samples} samples "
             "(after one warm-up pass)",
-            "images": "random uint8 32x32x3, seeded",
+            "images": fig["images"],
             "not_timed": "pin_memory of the batch and its copy to the GPU",
             "load_average_1min": [load_before, load_after],
             **fig["versions"],
@@ -405,10 +512,10 @@ def main(argv: list[str] | None = None) -> int:
 
     out.parent.mkdir(parents=True, exist_ok=True)
     write_text_atomic(out, json.dumps(profile, indent=1) + "\n")
+    parts = ", ".join(f"{k} {v * 1e6:.1f}" for k, v in fig["parts_s"].items())
     print(
         f"{profile['name']}: {fig['per_sample_s'] * 1e6:.1f} us per sample "
-        f"(transform {fig['parts_s']['getitem_transform'] * 1e6:.1f}, "
-        f"collate {fig['parts_s']['collate'] * 1e6:.1f}) at {fig['clock_ghz']} GHz -> {out}"
+        f"({parts}) at {fig['clock_ghz']} GHz -> {out}"
     )
     return 0
 

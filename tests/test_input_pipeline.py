@@ -185,3 +185,134 @@ def test_a_wait_for_loader_workers_is_not_exposed_communication(tiny_scenario):
         assert b["step_exposed_comm_s"] == pytest.approx(a["step_exposed_comm_s"])
         assert b["exposed_comm_s"] == pytest.approx(a["exposed_comm_s"])
         assert any(s.get("input_wait_s", 0) > 1.0 for s in b["segments"])
+
+
+# --- the ImageNet pipeline (calibrate.input_imagenet) --------------------------------
+
+
+def test_imagenet_pipeline_makes_normalized_224_float_images():
+    np = pytest.importorskip("numpy")
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("PIL")
+    from calibrate import input_imagenet as ini
+    from calibrate import input_pipeline as ip
+
+    torch.manual_seed(0)
+    img = ini.load(ini.sample_image_path())
+    assert img.mode == "RGB" and img.size == (512, 600)
+    outs = [ini.transform(img, torch, np) for _ in range(4)]
+    for out in outs:
+        ini.check_output(out)
+    batch, labels = ip._collate(torch, outs, [0, 1, 2, 3])
+    assert tuple(batch.shape) == (4, 3, 224, 224) and batch.dtype == torch.float32
+    assert labels.dtype == torch.int64
+    with pytest.raises(ValueError, match="224"):
+        ini.check_output(outs[0][:, :100])
+
+
+def test_random_resized_crop_draws_within_torchvision_bounds():
+    torch = pytest.importorskip("torch")
+    from calibrate import input_imagenet as ini
+
+    torch.manual_seed(0)
+    lo_r, hi_r = ini.RATIO
+    for width, height in [(482, 415), (512, 600), (300, 200)]:
+        for _ in range(300):
+            i, j, h, w = ini.rrc_params(torch, width, height)
+            assert 0 < h <= height and 0 < w <= width
+            assert 0 <= i <= height - h and 0 <= j <= width - w
+            # rounding each side moves area and aspect by at most ~1 px per side
+            area = h * w / (width * height)
+            assert ini.SCALE[0] * 0.95 <= area <= 1.0
+            assert lo_r * (1 - 2 / min(h, w)) <= w / h <= hi_r * (1 + 2 / min(h, w))
+    # a 1000 x 10 strip fits no draw (h >= 24 px): torchvision's centre fallback
+    assert ini.rrc_params(torch, 1000, 10) == (0, (1000 - 13) // 2, 10, 13)
+    assert ini.rrc_params(torch, 10, 1000) == ((1000 - 13) // 2, 0, 13, 10)
+
+
+def test_imagenet_benchmark_jpeg_is_the_stated_size_and_encoding():
+    pytest.importorskip("PIL")
+    import io
+
+    from PIL import Image, JpegImagePlugin
+
+    from calibrate import input_imagenet as ini
+
+    src = ini.sample_image_path()
+    assert ini.benchmark_jpeg(src, None, None) == src.read_bytes()
+    data = ini.benchmark_jpeg(src, ini.MEAN_SIZE, ini.QUALITY)
+    img = Image.open(io.BytesIO(data))
+    assert img.size == ini.MEAN_SIZE and img.format == "JPEG"
+    assert JpegImagePlugin.get_sampling(img) == 0  # 4:4:4
+    with pytest.raises(ValueError, match="smaller than"):
+        ini.benchmark_jpeg(src, (600, 600), 96)
+
+
+def test_imagenet_microbenchmark_writes_a_profile_the_simulator_reads(tmp_path):
+    pytest.importorskip("torch")
+    from calibrate import input_pipeline as ip
+
+    out = tmp_path / "im.json"
+    assert ip.main(["--pipeline", "imagenet", "--out", str(out), "--samples", "2",
+                    "--repeats", "1"]) == 0  # fmt: skip
+    prof = load_input_profile(str(out))
+    data = json.loads(out.read_text())
+    assert prof.per_sample_s == pytest.approx(sum(data["parts_s"].values()))
+    assert prof.pipeline.startswith("imagenet") and prof.provenance["threads"] == 1
+    assert "482x415" in prof.provenance["images"]
+    assert data["check"]["source_decode_scaled_by_pixels_s"] == pytest.approx(
+        data["check"]["source_decode_s"] * 482 * 415 / (512 * 600)
+    )
+
+
+@pytest.mark.parametrize("text", ["482", "482x", "x415", "0x415", "axb"])
+def test_imagenet_size_argument_is_checked(text):
+    import argparse
+
+    from calibrate import input_pipeline as ip
+
+    with pytest.raises(argparse.ArgumentTypeError, match="WIDTHxHEIGHT"):
+        ip._size(text)
+    assert ip._size("asis") is None and ip._size("469x387") == (469, 387)
+
+
+@pytest.mark.parametrize(
+    ("args", "shown"),
+    [
+        (["--quality", "101"], "--quality: out of range (got 101); allowed: an integer 0..100"),
+        (["--image", "{tmp}/none.jpg"], "--image: no such file (got {tmp}/none.jpg)"),
+        (["--size", "48x"], "--size: '48x': give WIDTHxHEIGHT"),
+    ],
+)
+def test_imagenet_flags_are_checked_before_timing(tmp_path, capsys, monkeypatch, args, shown):
+    from calibrate import input_imagenet, input_pipeline
+
+    def never(*a, **k):
+        raise AssertionError("timed before checking the flags")
+
+    monkeypatch.setattr(input_imagenet, "measure", never)
+    fill = {"tmp": str(tmp_path)}
+    argv = ["--pipeline", "imagenet", "--out", str(tmp_path / "x.json")]
+    assert input_pipeline.main(argv + [a.format(**fill) for a in args]) == 2
+    err = capsys.readouterr().err
+    assert shown.format(**fill) in err and "Traceback" not in err, err
+    assert len(err.strip().splitlines()) == 1 and not (tmp_path / "x.json").exists()
+
+
+def test_shipped_imagenet_profile_loads_with_its_provenance():
+    prof = load_input_profile("imagenet-train")
+    assert prof.pipeline.startswith("imagenet") and prof.clock_ghz
+    assert prof.provenance["threads"] == 1 and "thread_time" in prof.provenance["clock"]
+    assert prof.provenance["load_average_1min"] and "median of" in prof.provenance["statistic"]
+    assert prof.per_sample_s > 0
+
+
+def test_ceta_scenario_moves_the_imagenet_profile_to_its_host_clock():
+    from pathlib import Path
+
+    from simcluster.scenario import load_scenario
+
+    sc = load_scenario(Path(__file__).resolve().parents[1] / "scenarios/nodebased-ceta.yaml")
+    prof = load_input_profile("imagenet-train")
+    load = resolved_input_load(sc.workload)
+    assert load == InputLoad(clock_transfer(prof.per_sample_s, prof.clock_ghz, 2.5), 0)
