@@ -420,6 +420,19 @@ def _imagenet(args) -> dict[str, Any]:
     return fig
 
 
+def _unreadable_image(path: Path) -> str | None:
+    """Why ``path`` is not an image PIL can decode, or None (asked before the timing:
+    a text file was a PIL.UnidentifiedImageError traceback)."""
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        with Image.open(path) as img:
+            img.convert("RGB")
+    except (UnidentifiedImageError, OSError, ValueError) as exc:
+        return f"not an image PIL can decode ({type(exc).__name__})"
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m calibrate.input_pipeline", description=__doc__)
     ap.add_argument("--out", required=True, help="input profile to write (.json)")
@@ -477,6 +490,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"calibrate.input_pipeline: --image: no such file (got {args.image}); "
               "allowed: a JPEG file", file=sys.stderr)  # fmt: skip
         return 2
+    if args.image is not None:
+        problem = _unreadable_image(args.image)
+        if problem:
+            print(f"calibrate.input_pipeline: --image: {problem} (got {args.image}); "
+                  "allowed: a JPEG file", file=sys.stderr)  # fmt: skip
+            return 2
     out = Path(args.out)
     load_before = os.getloadavg()[0]
     fig = (_imagenet if args.pipeline == "imagenet" else _cifar10)(args)

@@ -370,6 +370,8 @@ def test_refit_names_its_spec_flag_and_a_profile_of_another_kind(tmp_path, capsy
         (["--out", "{tmp}/x.json", "--samples", "0"],
          "--samples: out of range (got 0); allowed: an integer 1..10000000"),
         (["--out", "{tmp}/x.json", "--repeats", "-1"], "--repeats: out of range (got -1)"),
+        (["--pipeline", "imagenet", "--image", "{profile}", "--out", "{tmp}/x.json"],
+         "--image: not an image PIL can decode (UnidentifiedImageError) (got {profile})"),
     ],
 )  # fmt: skip
 def test_input_pipeline_refuses_before_timing_and_keeps_an_existing_profile(
