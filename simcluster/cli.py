@@ -120,8 +120,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         f"model {what or '(none: sparse DNN from the schedule options)'}, "
         f"batch {sc.workload.batch_per_gpu}/GPU, "
         f"{describe_key(resolved_precision(sc.workload))}, optimizer {sc.workload.optimizer}, "
-        f"topology {sc.topology}, {sc.study.kind} scaling\n"
+        f"topology {sc.topology}, {sc.study.kind} scaling"
     )
+    print(_input_line(sc) + "\n" if w.input_pipeline is not None else "")
     print(scaling_table(result.records))
     fitted = _fitted_lines(sc)
     if fitted:
@@ -141,6 +142,25 @@ def cmd_run(args: argparse.Namespace) -> int:
     )
     print(f"simulated {len(result.records)} configurations in {result.wall_s:.2f} s")
     return _memory_verdict(warnings, args.strict_memory)
+
+
+def _input_line(sc) -> str:
+    """The input pipeline a scenario's steps pay, in one line: its profile (kind and
+    where its figure comes from) or the given per-sample seconds, and the workers."""
+    from simcluster.scenario import resolved_input_load
+
+    ip = sc.workload.input_pipeline
+    load = resolved_input_load(sc.workload, sc.source)
+    if ip.profile is not None:
+        moved = (
+            f", moved to {ip.host_clock_ghz:g} GHz by the clock ratio" if ip.host_clock_ghz else ""
+        )
+        src = f"profile {ip.profile} (measured{moved})"
+    else:
+        src = "per_sample_s given in the scenario"
+    mode = (f"{ip.workers} loader workers beside each step" if ip.workers
+            else "made by the training process before each step")  # fmt: skip
+    return f"input pipeline: {load.per_sample_s * 1e6:.1f} us/sample from {src}, {mode}"
 
 
 def _fitted_lines(sc) -> list[str]:

@@ -316,3 +316,32 @@ def test_ceta_scenario_moves_the_imagenet_profile_to_its_host_clock():
     prof = load_input_profile("imagenet-train")
     load = resolved_input_load(sc.workload)
     assert load == InputLoad(clock_transfer(prof.per_sample_s, prof.clock_ghz, 2.5), 0)
+
+
+@pytest.mark.parametrize(
+    ("pipeline", "line"),
+    [
+        ({"per_sample_s": 2.5e-4, "workers": 0},
+         "input pipeline: 250.0 us/sample from per_sample_s given in the scenario, "
+         "made by the training process before each step"),
+        ({"profile": "cifar10-autoaugment", "workers": 4},
+         "from profile cifar10-autoaugment (measured), 4 loader workers beside each step"),
+    ],
+)  # fmt: skip
+def test_run_names_the_input_pipeline_under_the_scenario(
+    tmp_path, capsys, tiny_scenario, pipeline, line
+):
+    """Like the profiles in each table's header: where the step's input cost comes from."""
+    sc = dict(tiny_scenario)
+    sc["workload"] = {**sc["workload"], "input_pipeline": pipeline}
+    p = tmp_path / "s.yaml"
+    p.write_text(yaml.safe_dump(sc))
+    assert main(["run", str(p), "--no-plots", "--out", str(tmp_path / "out")]) == 0
+    assert line in capsys.readouterr().out
+
+
+def test_run_without_an_input_pipeline_prints_no_input_line(tmp_path, capsys, tiny_scenario):
+    p = tmp_path / "s.yaml"
+    p.write_text(yaml.safe_dump(tiny_scenario))
+    assert main(["run", str(p), "--no-plots", "--out", str(tmp_path / "out")]) == 0
+    assert "input pipeline" not in capsys.readouterr().out
