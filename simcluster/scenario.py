@@ -47,6 +47,11 @@ DATASETS: dict[str, tuple[int, int, int]] = {
 }
 
 
+#: the most CPU seconds one sample's input may cost (a scenario's per_sample_s, or a
+#: profile's moved to the scenario's host clock)
+MAX_PER_SAMPLE_S = 10.0
+
+
 class InputPipeline(StrictModel):
     """The training input pipeline's CPU cost (:mod:`simcluster.compute.input_pipeline`)."""
 
@@ -56,7 +61,7 @@ class InputPipeline(StrictModel):
         "CPU seconds per sample; or give per_sample_s",
     )
     per_sample_s: float | None = Field(
-        None, gt=0, le=10, description="CPU seconds per sample on the training host"
+        None, gt=0, le=MAX_PER_SAMPLE_S, description="CPU seconds per sample on the training host"
     )
     workers: int = Field(
         0,
@@ -67,7 +72,7 @@ class InputPipeline(StrictModel):
     )
     host_clock_ghz: float | None = Field(
         None,
-        gt=0,
+        ge=0.1,
         le=10,
         description="the training host's nominal clock: the profile's "
         "per-sample seconds are scaled by its clock_ghz / host_clock_ghz",
@@ -600,4 +605,11 @@ def resolved_input_load(w: Workload, file: str | None = None) -> InputLoad | Non
                 "leave host_clock_ghz out",
             )
         per_sample = clock_transfer(per_sample, prof.clock_ghz, ip.host_clock_ghz)
+        if per_sample > MAX_PER_SAMPLE_S:
+            raise ConfigError(
+                file, "workload.input_pipeline.host_clock_ghz", ip.host_clock_ghz,
+                f"moves {prof.name!r} ({prof.per_sample_s:.3g} s at {prof.clock_ghz:g} GHz) "
+                f"to {per_sample:.3g} s per sample",
+                f"a clock that keeps it <= {MAX_PER_SAMPLE_S:g} s per sample",
+            )  # fmt: skip
     return InputLoad(per_sample, ip.workers)

@@ -345,3 +345,38 @@ def test_run_without_an_input_pipeline_prints_no_input_line(tmp_path, capsys, ti
     p.write_text(yaml.safe_dump(tiny_scenario))
     assert main(["run", str(p), "--no-plots", "--out", str(tmp_path / "out")]) == 0
     assert "input pipeline" not in capsys.readouterr().out
+
+
+def _run_with_profile(tmp_path, tiny_scenario, profile: dict, **pipeline):
+    prof = tmp_path / "prof.json"
+    prof.write_text(json.dumps({"schema_version": 1, "name": "mine", "kind": "input",
+                                "pipeline": "x", "provenance": {}, **profile}))  # fmt: skip
+    sc = dict(tiny_scenario)
+    sc["workload"] = {**sc["workload"], "input_pipeline": {"profile": str(prof), **pipeline}}
+    p = tmp_path / "s.yaml"
+    p.write_text(yaml.safe_dump(sc))
+    return p
+
+
+@pytest.mark.parametrize(
+    ("profile", "pipeline", "shown"),
+    [
+        # was: inf seconds per step and a TypeError traceback inside SimPy
+        ({"per_sample_s": 1e308, "clock_ghz": 2.0}, {},
+         "prof.json: per_sample_s: must be a positive number of seconds per sample "
+         "(got 1e+308); allowed: a number > 0 and <= 10"),
+        ({"per_sample_s": 1e-3, "clock_ghz": -2}, {},
+         "clock_ghz: must be a positive number of GHz"),
+        ({"per_sample_s": 9.0, "clock_ghz": 5.0}, {"host_clock_ghz": 0.1},
+         "workload.input_pipeline.host_clock_ghz: moves 'mine' (9 s at 5 GHz) to 450 s per "
+         "sample (got 0.1)"),
+        ({"per_sample_s": 1e-3, "clock_ghz": 2.0}, {"host_clock_ghz": 1e-300},
+         "workload.input_pipeline.host_clock_ghz: out of range (got 1e-300)"),
+    ],
+)  # fmt: skip
+def test_input_costs_beyond_any_cpu_are_refused(tmp_path, capsys, tiny_scenario, profile,
+                                                pipeline, shown):  # fmt: skip
+    p = _run_with_profile(tmp_path, tiny_scenario, profile, **pipeline)
+    assert main(["run", str(p), "--no-plots", "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and shown in err, err

@@ -88,13 +88,20 @@ def list_input_profiles() -> list[str]:
     return sorted(p.stem for p in folder.glob("*.json") if is_file(p))
 
 
+#: the largest value each field may hold: seconds per sample (as the scenario's own
+#: ``per_sample_s``) and a nominal clock in GHz
+_LIMITS = {"per_sample_s": (10.0, "seconds per sample"), "clock_ghz": (100.0, "GHz")}
+
+
 def _positive(data: dict[str, Any], key: str, path: str, optional: bool = False) -> float | None:
     value = data.get(key)
     if value is None and optional:
         return None
+    top, unit = _LIMITS[key]
     ok = isinstance(value, int | float) and not isinstance(value, bool)
-    if not ok or not math.isfinite(value) or value <= 0:
-        raise ConfigError(path, key, value, "must be a positive number (seconds or GHz)")
+    if not ok or not math.isfinite(value) or not 0 < value <= top:
+        raise ConfigError(path, key, value, f"must be a positive number of {unit}",
+                          f"a number > 0 and <= {top:g}")  # fmt: skip
     return float(value)
 
 
