@@ -1,4 +1,5 @@
-"""Adversarial inputs: mutate every shipped scenario, topology and profile, and CLI lines.
+"""Adversarial inputs: mutate every shipped scenario, topology and profile (device,
+network, input), and CLI lines.
 
 Each input is run in this process through ``simcluster.cli.main`` and sorted:
 
@@ -68,6 +69,7 @@ KINDS = (
     "topology",
     "device_profile",
     "network_profile",
+    "input_profile",
     "trace",
     "nccl_log",
     "live",
@@ -104,6 +106,10 @@ def shipped(kind: str) -> list[Path]:
         return sorted(profiles_dir().glob("*.json"))
     if kind == "network_profile":
         return sorted(network_profiles_dir().glob("*.json"))
+    if kind == "input_profile":
+        from simcluster.compute.input_pipeline import input_profiles_dir
+
+        return sorted(input_profiles_dir().glob("*.json"))
     if kind == "trace":
         return [Path("<hand-made Kineto trace>")]  # built by synthetic_trace()
     if kind == "nccl_log":
@@ -457,7 +463,11 @@ def make_input(kind: str, rng: random.Random, workdir: Path) -> tuple[list[str],
     else:
         field = {"topology": "topology", "device_profile": "profile"}.get(kind, "network_profile")
         sc = copy.deepcopy(TINY)
-        sc[field] = str(target)
+        if kind == "input_profile":  # read through the workload, moved to a host clock
+            ip = {"profile": str(target), "host_clock_ghz": 2.5}
+            sc["workload"] = {**sc["workload"], "input_pipeline": ip}
+        else:
+            sc[field] = str(target)
         if kind == "topology":
             sc["study"] = {"gpus": [_two_nodes(src)]}
         scenario = workdir / "scenario.yaml"
