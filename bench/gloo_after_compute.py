@@ -20,7 +20,6 @@ caller's compute length from what its peers did meanwhile.
 from __future__ import annotations
 
 import argparse
-import socket
 import statistics
 import time
 
@@ -70,12 +69,6 @@ def _worker(rank: int, nproc: int, port: int, cases, kinds, trials: int, queue) 
     dist.destroy_process_group()
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _cases(text: str) -> list[tuple[float, float]]:
     out = []
     for part in text.split(","):
@@ -92,6 +85,7 @@ def main() -> None:
     ap.add_argument("--kinds", default="matmul", help="comma list of matmul, copy, topk")
     args = ap.parse_args()
     import torch.multiprocessing as mp
+    from simcluster.calibrate.gloo import free_port
 
     cases = _cases(args.cases)
     kinds = args.kinds.split(",")
@@ -102,7 +96,7 @@ def main() -> None:
     for nproc in (int(p) for p in args.nproc.split(",")):
         ctx = mp.get_context("spawn")
         queue = ctx.SimpleQueue()
-        port = _free_port()
+        port = free_port()
         procs = [
             ctx.Process(target=_worker, args=(r, nproc, port, cases, kinds, args.trials, queue))
             for r in range(nproc)

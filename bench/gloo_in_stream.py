@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import socket
 import statistics
 import time
 
@@ -71,19 +70,14 @@ def _worker(rank: int, size: int, port: int, cfg: dict, q) -> None:
     dist.destroy_process_group()
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def run(nproc: int, cfg: dict) -> dict[str, dict[str, list[float]]]:
     """Per size and mode, every call's least time over the ranks (seconds)."""
     import torch.multiprocessing as mp
+    from simcluster.calibrate.gloo import free_port
 
     ctx = mp.get_context("spawn")
     q = ctx.Queue()
-    port = _free_port()
+    port = free_port()
     procs = [ctx.Process(target=_worker, args=(r, nproc, port, cfg, q)) for r in range(nproc)]
     for p in procs:
         p.start()

@@ -224,12 +224,6 @@ def network_profile(
 # ----------------------------------------------------------------------------- local spawn
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def run_local(
     sizes: list[int],
     world: int = 2,
@@ -246,8 +240,10 @@ def run_local(
 
     # run this very module (calibrate.collectives in a checkout, simcluster.calibrate.collectives
     # installed) with the folder that holds its top-level package on the path
+    from .gloo import free_port
+
     root = str(Path(__file__).resolve().parents[__name__.count(".")])
-    port = _free_port()
+    port = free_port()
     with tempfile.TemporaryDirectory() as tmp:
         raw_out = Path(tmp) / "sweep.json"
         cmd = [

@@ -39,7 +39,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-__all__ = ["main", "measure", "fit"]
+__all__ = ["main", "measure", "fit", "free_port"]
 
 OPS = ("allreduce", "allgather", "broadcast")
 #: bytes per rank (allgather: each rank's contribution)
@@ -245,10 +245,11 @@ def _worker(rank: int, size: int, cfg: dict[str, Any], init: str, q) -> None:
     dist.destroy_process_group()
 
 
-def _free_port() -> int:
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 free at this moment, for a local process group's rendezvous."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        return int(s.getsockname()[1])
 
 
 def measure(nproc: int, cfg: dict[str, Any]) -> dict[str, Any]:
@@ -258,7 +259,7 @@ def measure(nproc: int, cfg: dict[str, Any]) -> dict[str, Any]:
 
     ctx = mp.get_context("spawn")
     q = ctx.SimpleQueue()
-    init = f"tcp://127.0.0.1:{_free_port()}"
+    init = f"tcp://127.0.0.1:{free_port()}"
     load0 = os.getloadavg()[0]
     t0 = time.perf_counter()
     mp.start_processes(_worker, args=(nproc, cfg, init, q), nprocs=nproc, join=True,
@@ -378,12 +379,12 @@ def _read_raw(path: str) -> dict[str, Any] | str:
 def _machine() -> dict[str, Any]:
     import torch
 
-    from .live.run import _cpu_model
+    from .runner import cpu_model
 
     return {
         "hostname": socket.gethostname(),
         "platform": platform.platform(),
-        "cpu_model": _cpu_model(),
+        "cpu_model": cpu_model(),
         "cpus": os.cpu_count(),
         "torch": torch.__version__,
         "torch_threads": 1,

@@ -164,16 +164,11 @@ def transform(img, torch=None, np=None):
 
 
 def check_output(out: Any) -> None:
-    """Raise ValueError unless ``out`` is a finite float32 (3, 224, 224) tensor within
-    what Normalize makes of inputs in [0, 1]."""
-    import torch
+    """:func:`calibrate.input_pipeline.check_normalized` for an ImageNet sample:
+    (3, 224, 224), the authors' Normalize constants."""
+    from .input_pipeline import check_normalized
 
-    if tuple(out.shape) != (3, OUT_SIDE, OUT_SIDE) or out.dtype != torch.float32:
-        raise ValueError(f"sample is {tuple(out.shape)} {out.dtype}, not (3, 224, 224) float32")
-    lo = min(-m / s for m, s in zip(IMAGENET_MEAN, IMAGENET_STD, strict=True))
-    hi = max((1 - m) / s for m, s in zip(IMAGENET_MEAN, IMAGENET_STD, strict=True))
-    if not bool(torch.isfinite(out).all()) or out.min() < lo - 1e-5 or out.max() > hi + 1e-5:
-        raise ValueError("sample values outside Normalize's range for inputs in [0, 1]")
+    check_normalized(out, OUT_SIDE, IMAGENET_MEAN, IMAGENET_STD)
 
 
 PARTS = ("decode", "random_resized_crop", "flip", "to_tensor", "normalize")

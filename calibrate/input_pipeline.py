@@ -66,6 +66,7 @@ __all__ = [
     "CIFAR10_POLICY",
     "CIFAR_MEAN",
     "CIFAR_STD",
+    "check_normalized",
     "check_output",
     "cpu_clock_ghz",
     "measure",
@@ -266,17 +267,24 @@ def _collate(torch, samples: list, labels: list[int]):
     return torch.stack(samples, 0), torch.tensor(labels)
 
 
-def check_output(out) -> None:
-    """Raise ValueError unless ``out`` is a float32 (3, 32, 32) tensor, finite, and
-    within what Normalize can produce from [0, 1] inputs."""
+def check_normalized(out, side: int, mean, std) -> None:
+    """Raise ValueError unless ``out`` is a finite float32 (3, side, side) tensor within
+    what Normalize(``mean``, ``std``) can produce from [0, 1] inputs."""
     import torch
 
-    if tuple(out.shape) != (3, SIDE, SIDE) or out.dtype != torch.float32:
-        raise ValueError(f"sample is {tuple(out.shape)} {out.dtype}, not (3, 32, 32) float32")
-    lo = min(-m / s for m, s in zip(CIFAR_MEAN, CIFAR_STD, strict=True))
-    hi = max((1 - m) / s for m, s in zip(CIFAR_MEAN, CIFAR_STD, strict=True))
+    if tuple(out.shape) != (3, side, side) or out.dtype != torch.float32:
+        raise ValueError(
+            f"sample is {tuple(out.shape)} {out.dtype}, not (3, {side}, {side}) float32"
+        )
+    lo = min(-m / s for m, s in zip(mean, std, strict=True))
+    hi = max((1 - m) / s for m, s in zip(mean, std, strict=True))
     if not bool(torch.isfinite(out).all()) or out.min() < lo - 1e-5 or out.max() > hi + 1e-5:
         raise ValueError("sample values outside Normalize's range for inputs in [0, 1]")
+
+
+def check_output(out) -> None:
+    """:func:`check_normalized` for a CIFAR-10 sample: (3, 32, 32), CIFAR's constants."""
+    check_normalized(out, SIDE, CIFAR_MEAN, CIFAR_STD)
 
 
 def _pass(torch, np, rows, labels) -> tuple[float, float]:
@@ -298,20 +306,21 @@ def _pass(torch, np, rows, labels) -> tuple[float, float]:
 
 
 def cpu_clock_ghz() -> tuple[float | None, str]:
-    """(nominal clock in GHz, CPU model name) from ``/proc/cpuinfo`` (None: unreadable)."""
-    clock, model = None, platform.processor() or "unknown"
+    """(nominal clock in GHz from ``/proc/cpuinfo``'s ``cpu MHz``, None where unreadable;
+    the CPU model name, :func:`calibrate.runner.cpu_model`)."""
+    from .runner import cpu_model
+
+    clock = None
     try:
         text = Path("/proc/cpuinfo").read_text()
     except OSError:
-        return clock, model
+        text = ""
     for line in text.splitlines():
         key, _, value = line.partition(":")
-        key = key.strip()
-        if key == "cpu MHz" and clock is None:
+        if key.strip() == "cpu MHz":
             clock = round(float(value) / 1000.0, 4)
-        elif key == "model name" and model in ("unknown", platform.processor()):
-            model = value.strip()
-    return clock, model
+            break
+    return clock, cpu_model()
 
 
 def measure(samples: int, repeats: int, seed: int = 0) -> dict[str, Any]:

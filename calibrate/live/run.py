@@ -539,6 +539,8 @@ def _worker(rank: int, size: int, cfg: dict[str, Any], init: str | None) -> None
     mine = {"rank": rank, "calibration": cal, "patterns": results, "gloo": host}
     dist.all_gather_object(gathered, mine)
     if rank == 0:
+        from ..runner import cpu_model
+
         out = {
             "schema": "simcluster-live/1",
             "config": {
@@ -552,7 +554,7 @@ def _worker(rank: int, size: int, cfg: dict[str, Any], init: str | None) -> None
             "machine": {
                 "hostname": socket.gethostname(),
                 "platform": platform.platform(),
-                "cpu_model": _cpu_model(),
+                "cpu_model": cpu_model(),
                 "cpus": os.cpu_count(),
                 "torch": torch.__version__,
                 "python": sys.version.split()[0],
@@ -615,24 +617,8 @@ def _trace_alone(cfg: dict[str, Any], device: torch.device) -> dict[str, Any]:
     return {"file": cfg["trace"], "before_pattern": cfg["patterns"][0], **facts}
 
 
-def _cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
 def _spawn_entry(rank: int, size: int, cfg: dict[str, Any], init: str) -> None:
     _worker(rank, size, cfg, init)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -793,7 +779,9 @@ def main(argv=None) -> int:
     if a.nproc:
         import torch.multiprocessing as mp
 
-        init = f"tcp://127.0.0.1:{_free_port()}"
+        from ..gloo import free_port
+
+        init = f"tcp://127.0.0.1:{free_port()}"
         mp.spawn(_spawn_entry, args=(a.nproc, cfg, init), nprocs=a.nproc, join=True)
     else:
         if "RANK" not in os.environ:
