@@ -146,12 +146,11 @@ def not_found(
     field = field or kind
     if Path(value).suffix in suffixes or "/" in value:
         allowed = f"a shipped name ({', '.join(known)}) or a {suffixes[0]} file"
+        if is_file(Path(value)) and Path(value).suffix not in suffixes:
+            why = f"is not a {' or '.join(suffixes)} file"
+            return ConfigError(file, field, value, f"{kind} file {why}", allowed)
         if is_entry(Path(value)):
-            why = why_not_a_file(value)
-            if why == "is a file":  # a file there, but not of a kind's suffix
-                why = f"is not a {' or '.join(suffixes)} file"
-                return ConfigError(file, field, value, f"{kind} file {why}", allowed)
-            return ConfigError(file, field, value, f"{kind} file {why}")
+            return ConfigError(file, field, value, f"{kind} file {why_not_a_file(value)}")
         near = near_yaml_files(value, suffixes)
         return ConfigError(file, field, value, f"no such {kind} file", allowed, near)
     for entry in (d / f"{value}{s}" for d in folders for s in suffixes):
