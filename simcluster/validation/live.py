@@ -568,7 +568,9 @@ def _gloo_model(data: dict[str, Any], network: str | None, file: str = "<live ru
     prof = json.loads(f.read_text())
     worlds = prof.get("network", {}).get("gloo", {}).get("worlds")
     if worlds and isinstance(prof.get("samples"), dict):
-        samples = [{"world": p, **v} for p, v in prof["samples"].items() if isinstance(v, dict)]
+        # a world that is not a mapping is named by _fitted's check, not dropped
+        samples = [{"world": p, **v} if isinstance(v, dict) else v
+                   for p, v in prof["samples"].items()]  # fmt: skip
         worlds = _fitted({"worlds": worlds, "samples": samples}, str(f), "samples")
     if not worlds:
         if network:
@@ -641,8 +643,10 @@ def _check_sweep(w: Any, file: str, at: str) -> None:
 
 
 def _has_wake_sizes(model) -> bool:
+    from simcluster.network.gloo import OPS
+
     return any("wake_by_bytes" in (v.get(op) or {}) for v in model.worlds.values()
-               for op in ("allreduce", "allgather", "broadcast"))  # fmt: skip
+               for op in OPS)  # fmt: skip
 
 
 def _validate_live(
