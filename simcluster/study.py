@@ -260,7 +260,8 @@ def simulate_plan(
         total_samples += seg.count * seg.iteration.samples
         compute += seg.count * trace.busy_time(rep, "compute")
         comm += seg.count * trace.busy_time(rep, "comm")
-        wait = _loader_wait(trace)
+        # only loader workers put ops on the loader stream: no scan of the trace without
+        wait = _loader_wait(trace) if ctx.input_load and ctx.input_load.workers else 0.0
         loader_wait += seg.count * wait
         inter += seg.count * trace.inter_node_bytes
         _scaled(breakdown, trace.by_category(rep), seg.count)
