@@ -1,0 +1,129 @@
+"""``python -m calibrate.ddp_overhead``: DDP's own cost on one device (one-rank group).
+
+The split of DDP's added time into a per-tensor and a per-bucket-call cost is checked in
+closed form; bad flags are refused before anything is timed; a tiny CPU run (gloo, one
+process) writes every variant with the buckets DDP logged.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _rows(plain_s: float, tensors: int, per_tensor: float, per_call: float, buckets) -> list:
+    rows = [{"case": "m", "batch": 8, "precision": "amp", "variant": "plain", "ddp": False,
+             "tensors": tensors, "step_s": plain_s}]  # fmt: skip
+    for b in buckets:
+        for views in (False, True):
+            rows.append({
+                "case": "m", "batch": 8, "precision": "amp", "variant": f"ddp-b{b}",
+                "ddp": True, "gradient_as_bucket_view": views, "tensors": tensors,
+                "ddp_log": {"num_buckets_reduced": b},
+                "step_s": plain_s + tensors * per_tensor + b * per_call + (1.0 if views else 0),
+            })  # fmt: skip
+    return rows
+
+
+def test_host_costs_split_the_added_time_in_closed_form():
+    pytest.importorskip("torch")
+    from calibrate.ddp_overhead import host_costs
+
+    (h,) = host_costs(_rows(0.030, 161, 25e-6, 0.2e-3, (35, 4)))
+    assert h["per_tensor_s"] == pytest.approx(25e-6, rel=1e-3)
+    assert h["per_call_s"] == pytest.approx(0.2e-3, rel=1e-3)
+    assert h["buckets"] == [35, 4] and h["tensors"] == 161
+    # views rows are left out: their +1 s would show in both costs otherwise
+    (h,) = host_costs(_rows(0.030, 100, 10e-6, 0.0, (10, 2, 1)))
+    assert h["per_call_s"] == pytest.approx(0.0, abs=1e-12)
+    assert h["per_tensor_s"] == pytest.approx(10e-6, rel=1e-3)
+
+
+def test_host_costs_clip_a_negative_cost_to_zero():
+    pytest.importorskip("torch")
+    from calibrate.ddp_overhead import host_costs
+
+    rows = _rows(0.030, 100, 0.0, 0.0, (10, 2))
+    rows[1]["step_s"] = 0.030 + 1e-3  # 10 buckets: +1 ms; 2 buckets: +2 ms
+    rows[3]["step_s"] = 0.030 + 2e-3
+    (h,) = host_costs(rows)
+    assert h["per_call_s"] == 0.0 and h["per_tensor_s"] > 0
+
+
+@pytest.mark.parametrize(
+    "args, shown",
+    [
+        (["--cases", "resnet5"], "--cases: unknown case (got 'resnet5')"),
+        (["--precisions", "fp8"], "--precisions: unknown precision (got 'fp8')"),
+        (["--bucket-mb", "0"], "--bucket-mb: not a comma list of caps (got '0')"),
+        (["--bucket-mb", "1,x"], "--bucket-mb: not a comma list of caps (got '1,x')"),
+        (["--reps", "0"], "--reps: out of range (got 0)"),
+        (["--deadline-s", "nan"], "--deadline-s: out of range (got nan)"),
+        (["--device", "tpu"], "--device: unknown device (got 'tpu')"),
+        (["--out", "{mine}"], "--out {mine}: file exists; pass --force to overwrite it"),
+    ],
+)
+def test_bad_flags_exit_2_before_timing(tmp_path, capsys, args, shown):
+    pytest.importorskip("torch")
+    from calibrate.ddp_overhead import main
+
+    mine = tmp_path / "mine.json"
+    mine.write_text('{"my": "notes"}')
+    argv = ["--device", "cpu", "--out", str(tmp_path / "a.json")]
+    argv += [a.format(mine=mine) for a in args]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and shown.format(mine=mine) in err
+    assert mine.read_text() == '{"my": "notes"}' and not (tmp_path / "a.json").exists()
+
+
+def test_missing_out_and_bad_summary_file_exit_2(tmp_path, capsys):
+    pytest.importorskip("torch")
+    from calibrate.ddp_overhead import main
+
+    assert main(["--device", "cpu"]) == 2
+    assert "--out FILE is required" in capsys.readouterr().err
+    bad = tmp_path / "b.json"
+    bad.write_text("[1, 2]")
+    assert main(["--summarize", str(bad)]) == 2
+    assert "not a ddp_overhead file" in capsys.readouterr().err
+
+
+def test_committed_h200_measurements_summarize(capsys):
+    pytest.importorskip("torch")
+    from calibrate.ddp_overhead import main
+
+    files = sorted((ROOT / "calibrate/measurements/h200-2026-11-28").glob("ddp-overhead-*.json"))
+    assert len(files) == 3
+    assert main(["--summarize", *map(str, files)]) == 0
+    out = capsys.readouterr().out
+    assert out.count("per bucket call") == 8
+    assert "resnet50 b64 amp: plain" in out
+
+
+def test_tiny_cpu_run_writes_every_variant(tmp_path):
+    pytest.importorskip("torch")
+    out = tmp_path / "d.json"
+    cmd = [sys.executable, "-m", "calibrate.ddp_overhead", "--device", "cpu", "--cases",
+           "small_cnn", "--precisions", "fp32", "--batch", "4", "--bucket-mb", "0.01,25",
+           "--warmup", "1", "--reps", "2", "--rounds", "1", "--no-group-baseline",
+           "--out", str(out)]  # fmt: skip
+    r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    data = json.loads(out.read_text())
+    names = [row["variant"] for row in data["rows"]]
+    assert names == ["plain-no-group", "plain", "ddp-b0.01", "ddp-b0.01-views", "ddp-b25",
+                     "ddp-b25-views"]  # fmt: skip
+    assert data["provenance"]["backend"] == "gloo"
+    ddp = [row for row in data["rows"] if row["ddp"]]
+    assert all(row["step_s"] > 0 and row["tensors"] == 11 for row in ddp)
+    # after its rebuild (second step) a 10 KiB cap splits the small CNN's 0.38 MB of
+    # gradients; 25 MiB holds them in one
+    assert ddp[0]["ddp_log"]["num_buckets_reduced"] > 1
+    assert ddp[2]["ddp_log"]["num_buckets_reduced"] == 1
