@@ -9,7 +9,7 @@ import pytest
 
 from simcluster.collectives import CommContext
 from simcluster.engine import Engine
-from simcluster.program import expand
+from simcluster.program import CollectiveCall, RankClass, collective, expand
 from simcluster.schedules import BuildContext, RunShape, get_schedule, list_schedules
 from simcluster.schedules.hsadmm import PrunedLayer, compacted_numel, kept_fraction, pruned_layers
 from simcluster.schedules.nodebased import averagings_per_epoch
@@ -122,6 +122,36 @@ def test_hsadmm_layerwise_intra_node_phases_one_collective_per_tensor(profile):
     last_bcast = max(s.end for s in _spans(t, "follower", "broadcast"))
     (dual,) = [s for s in t.spans if s.rank_class == "follower" and s.op == "dual_update"]
     assert dual.start >= last_bcast
+
+
+def test_hsadmm_leaders_send_the_compact_buffer_through_one_rail_per_node(profile):
+    # Why prunex-comm-hsadmm-64 costs about what DDP's allreduce costs: the leaders'
+    # ring (one GPU per node) leaves every node through the leader's own NIC (NCCL's
+    # topology search, see schedules/hsadmm.py), where a whole-node ring spreads over
+    # both of Puhti's rails. By hand, with InfiniBand the only bottleneck (rate b per
+    # rail), M nodes of R GPUs, compact buffer C and dense buffer S:
+    #   leaders     2(M-1)/M x C / b          (one rail)
+    #   whole-node  2(MR-1)/(MR) x S / (2b)   (two rails)
+    M = 4
+    cluster = load_topology("puhti", num_nodes=M)
+    P = M * cluster.ranks_per_node
+    b = 100e9 / 8 * 0.05  # one HDR100 rail (topologies/puhti.yaml) at 5 % efficiency, B/s
+    comm = CommContext(cluster, link_efficiency={"infiniband": 0.05})
+    model = build_model("resnet18-cifar", 32, 10)
+    o = get_schedule("hsadmm").Options(keep=0.5, inter_algorithm="ring")
+    it = get_schedule("hsadmm")(o).consensus(context(cluster, P, model, profile), 0.5, True)
+    trace = Engine(comm).run(it.classes)
+    inter = sum(s.end - s.start for s in _spans(trace, "leader", "inter_allreduce"))
+    C, S = it.extra["compacted_bytes"], it.extra["dense_bytes"]
+    assert inter == pytest.approx(2 * (M - 1) / M * C / b, rel=1e-3)
+    # a whole-node allreduce of the dense buffer (DDP's) over the same nodes
+    dense = RankClass("all", tuple(range(P)))
+    dense.add(collective("ar", CollectiveCall("allreduce", (dense.ranks,), S, "ring"), "ar"))
+    whole = Engine(comm).run([dense]).end_time
+    assert whole == pytest.approx(2 * (P - 1) / P * S / (2 * b), rel=1e-3)
+    # half the bytes through half the rails: per rail the leaders move almost what
+    # the whole-node ring moves (here C/S = 0.50: 3/4 x 2 x 0.50 / (15/16) = 0.80)
+    assert inter / whole == pytest.approx((M - 1) / M * 2 * C / S / ((P - 1) / P), rel=1e-3)
 
 
 def test_hsadmm_frozen_masks_skip_projection_and_mask_sync(profile):

@@ -25,8 +25,26 @@ src/graph/paths.cc), so the leader's GPU has no NVLink peers and its total
 bandwidth is its PCIe link (``getTotalBw`` in src/graph/search.cc; ``PCI_BW``
 12 GB/s for Gen3 x16, src/graph/topo.h), and ``ncclTopoCompute`` stops at the
 first ring whose channels x bandwidth reach that total, found on the GPU's own
-NIC (NVIDIA/nccl 5067397c). The topology's NIC affinity gives the same single
-NIC; a second rail could add at most up to the GPU's own PCIe rate.
+NIC (NVIDIA/nccl 5067397c; the same code in v2.25.1-1, the version the paper
+ran, section 5.1.1: ``getTotalBw`` and the stop at ``nChannels*bwInter >=
+totalBw`` in search.cc, ``PCI_BW`` and ``NET_BW`` 12 in topo.h, and
+``ncclTopoSelectNets`` offering the GPU's local NIC first). The topology's NIC
+affinity gives the same single NIC; a second rail could add at most up to the
+GPU's own PCIe rate. So per rail the leaders move 2(M-1)/M x C bytes for M
+nodes and compact buffer C, where a ring over all P GPUs of the same nodes
+(DDP's) moves 2(P-1)/P x S / 2 over each of the two rails for dense buffer S:
+at C/S = 1/2 the leaders' step costs (M-1)/M / ((P-1)/P) of DDP's allreduce at
+any per-rail bandwidth (0.95 at 16 nodes, 64 GPUs): on Puhti, halving the bytes
+per node saves 5 % per rail.
+
+Frequency and payload (Algorithm 1, section 4.2): one consensus per outer
+iteration, after the local epochs; the leaders' inter-node allreduce runs in
+every round, the mask sync (line 18) only before ``t_freeze``. The paper's text
+of Algorithm 1 has lost its layout (line 18 is indented deeper than lines
+19-25, all after "if k <= T_freeze"); section 4.5 settles it: after the freeze
+the compacted shapes "become invariant" and the buffers are reused. The payload is
+fp32: the paper's dense message, "~220 MB" for ResNet-152 (Fig. 6a), is its
+58.2 M parameters at 4 bytes (233 MB, 222 MiB).
 
 Intra-node granularity (``intra_granularity``): the paper buckets only the
 leaders' inter-node allreduce (section 4.4.2: payloads coalesced into ~32 MB
