@@ -3,6 +3,7 @@ transports (sockets, GPUDirect RDMA off), checked against their closed forms."""
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 
 import pytest
@@ -32,14 +33,46 @@ def ops(it, prefix):
 
 def test_ddp_copies_every_gradient_in_and_out(star_cluster, model, profile):
     it = build("ddp", star_cluster(8, 10e9, 1e-6), 8, model, profile)
-    want = sum(profile.elementwise_time(8 * t.numel) for t in grad_tensors(model))
-    assert sum(op.duration for op in ops(it, "allreduce.copy_in")) == pytest.approx(want)
-    assert sum(op.duration for op in ops(it, "allreduce.copy_out")) == pytest.approx(want)
+    kernels = [profile.elementwise_time(8 * t.numel) for t in grad_tensors(model)]
+    # copy-in: per tensor the longer of its kernel and the host's hook cost
+    hooks = sum(max(k, profile.ddp_hook_s) for k in kernels)
+    assert sum(op.duration for op in ops(it, "allreduce.copy_in")) == pytest.approx(hooks)
+    assert sum(op.duration for op in ops(it, "allreduce.copy_out")) == pytest.approx(sum(kernels))
     view = build(
         "ddp", star_cluster(8, 10e9, 1e-6), 8, model, profile, gradient_as_bucket_view=True
     )
     assert not ops(view, "allreduce.copy_out")
-    assert sum(op.duration for op in ops(view, "allreduce.copy_in")) == pytest.approx(want)
+    assert sum(op.duration for op in ops(view, "allreduce.copy_in")) == pytest.approx(hooks)
+
+
+def test_ddp_host_costs_come_from_the_profile(star_cluster, model, profile):
+    """Measured defaults (calibrate/measurements/h200-2026-11-28), replaced by a profile's
+    own ``ddp_hook_s`` / ``ddp_bucket_s``; each bucket pays one call cost."""
+    from simcluster.compute.profile import DDP_BUCKET_S, DDP_HOOK_S
+
+    assert (profile.ddp_hook_s, profile.ddp_bucket_s) == (DDP_HOOK_S, DDP_BUCKET_S)
+    slow = copy.copy(profile)
+    slow.ddp_hook_s, slow.ddp_bucket_s = 1.0, 5e-3  # a hook far above any copy kernel
+    it = build("ddp", star_cluster(8, 10e9, 1e-6), 8, model, slow)
+    n = len(make_buckets(model, 25 * MB, 1 * MB, 4))
+    copy_in = sum(op.duration for op in ops(it, "allreduce.copy_in"))
+    assert copy_in == pytest.approx(1.0 * len(grad_tensors(model)))
+    prep = sum(op.duration for op in ops(it, "allreduce.prep"))
+    assert prep == pytest.approx(n * 5e-3)
+    assert len(ops(it, "allreduce.prep")) == n
+
+
+def test_make_buckets_match_torchs_own_assignment(model):
+    """The bucket rule against torch's ``compute_bucket_assignment_by_size`` itself."""
+    torch = pytest.importorskip("torch")
+    import torch.distributed as dist
+
+    tensors = grad_tensors(model)
+    fake = [torch.empty(t.numel) for t in tensors]  # fp32, backward order
+    for cap, first in ((25 * MB, 1 * MB), (1 * MB, 1 * MB), (0.05 * MB, 0.01 * MB)):
+        want, _ = dist._compute_bucket_assignment_by_size(fake, [int(first), int(cap)])
+        got = make_buckets(model, int(cap), int(first), 4)
+        assert [[t.index for t in b.tensors] for b in got] == want
 
 
 def test_ddp_single_gpu_pays_no_framework_cost(star_cluster, model, profile):
@@ -62,7 +95,8 @@ def test_fp16_hook_halves_the_wire_and_pays_two_casts(star_cluster, model, profi
     assert sum(op.call.nbytes for op in reduced) == 2 * model.params
     prep = sum(op.duration for op in ops(it, "allreduce.prep"))
     buckets = make_buckets(model, 25 * MB, 1 * MB, 2)
-    assert prep == pytest.approx(sum(profile.elementwise_time(6 * b.numel) for b in buckets))
+    casts = sum(profile.elementwise_time(6 * b.numel) for b in buckets)
+    assert prep == pytest.approx(casts + len(buckets) * profile.ddp_bucket_s)
 
 
 def test_apex_buckets_hold_at_least_message_size(model):

@@ -42,6 +42,8 @@ def _spec():
         (("memory_bytes",), 0, "out of range"),
         (("sm_count",), 0, "out of range"),
         (("sm_count",), 80.5, "wrong type"),
+        (("host", "ddp_hook_s"), -1e-6, "out of range"),
+        (("host", "ddp_bucket_s"), "0.2 ms", "wrong type"),
     ],
 )
 def test_bad_spec_numbers_are_config_errors(tmp_path, path, value, match):
@@ -90,6 +92,23 @@ def test_measured_coefficients_are_real_numbers(tmp_path):
     fit["coef"][0] = True
     with pytest.raises(ConfigError, match="not a number"):
         load_profile(_write(tmp_path, data))
+
+
+def test_ddp_host_costs_read_from_a_profile(tmp_path):
+    """``host.ddp_hook_s`` / ``roofline.host.ddp_bucket_s`` replace the measured defaults;
+    a bad one is named by its field path."""
+    data = _spec()
+    data["device"]["host"]["ddp_hook_s"] = 5e-5
+    assert load_profile(_write(tmp_path, data)).ddp_hook_s == 5e-5
+    meas = json.loads((profiles_dir() / "cpu-xeon-1core.json").read_text())
+    meas["device"]["roofline"].setdefault("host", {})["ddp_bucket_s"] = 1e-3
+    assert load_profile(_write(tmp_path, meas, "m.json")).ddp_bucket_s == 1e-3
+    meas["device"]["roofline"]["host"]["ddp_bucket_s"] = "1 ms"
+    with pytest.raises(ConfigError, match=r"device.roofline.host.ddp_bucket_s: not a number"):
+        load_profile(_write(tmp_path, meas, "m.json"))
+    meas["device"]["roofline"]["host"]["ddp_bucket_s"] = 2.0
+    with pytest.raises(ConfigError, match="ddp_bucket_s"):
+        load_profile(_write(tmp_path, meas, "m.json"))
 
 
 def test_schema_version_true_is_not_1(tmp_path):

@@ -496,11 +496,17 @@ class MeasuredProfile(DeviceProfile):
         cache = roof.get("cache_bytes", 0.0) if isinstance(roof, dict) else 0.0
         cache = check_number(cache, file, "device.roofline.cache_bytes", minimum=0.0)
         peaks = roof.get("peak_flops", {}) if isinstance(roof, dict) else {}
-        return cls(
+        prof = cls(
             data["name"], data["kind"], data["provenance"], compute, kernels, alias, file, sources,
             cache, peaks if isinstance(peaks, dict) else {}, _memory_bytes(dev, file),
             int(roof.get("sm_count", 0) or 0) if isinstance(roof, dict) else 0,
         )  # fmt: skip
+        host = roof.get("host", {}) if isinstance(roof, dict) else {}
+        for key in ("ddp_hook_s", "ddp_bucket_s"):  # DDP's host-bound costs, when measured
+            if isinstance(host, dict) and key in host:
+                where = f"device.roofline.host.{key}"
+                setattr(prof, key, check_number(host[key], file, where, 0.0, 1.0))
+        return prof
 
     # -- DeviceProfile -----------------------------------------------------------------
     def precision_problem(self, precision: str) -> str | None:

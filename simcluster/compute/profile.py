@@ -80,6 +80,16 @@ OPTIMIZERS = tuple(OPTIMIZER_PASSES)
 SGD_BYTES_PER_PARAM = 20
 #: GradScaler's unscale + inf check per parameter under fp16 autocast: read + write grad
 UNSCALE_BYTES_PER_PARAM = 8
+#: PyTorch DDP's cost per gradient tensor (seconds) where the host is the step's critical
+#: path: the Reducer's autograd hook with its copy into the bucket and the copy back.
+#: Median of five host-bound (amp) splits of one-rank DDP against the plain step, ResNet-50
+#: and BERT-large on lent H200 machines (13.3-36.7 us; calibrate/measurements/h200-2026-11-28,
+#: ``python -m calibrate.ddp_overhead --summarize``). A profile's ``host.ddp_hook_s`` replaces it.
+DDP_HOOK_S = 24.0e-6
+#: PyTorch DDP's cost per bucket (seconds), same measurements (0.022-0.245 ms): one c10d
+#: allreduce call with its work and future bookkeeping and the wait for it after backward.
+#: A profile's ``host.ddp_bucket_s`` replaces it.
+DDP_BUCKET_S = 0.19e-3
 
 
 class DeviceProfile(ABC):
@@ -95,6 +105,9 @@ class DeviceProfile(ABC):
 
     #: device memory (bytes) from the spec sheet; None when the profile does not say
     memory_bytes: float | None = None
+    #: PyTorch DDP's host-bound costs (seconds): per gradient tensor, per bucket
+    ddp_hook_s: float = DDP_HOOK_S
+    ddp_bucket_s: float = DDP_BUCKET_S
 
     def optimizer_time(self, num_params: int, precision: str, optimizer: str = "sgd") -> float:
         """Seconds for one optimizer step over ``num_params`` fp32 parameters.
@@ -180,6 +193,8 @@ class SpecProfile(DeviceProfile):
             "efficiency": float(host.get("efficiency", 0.5)),
             "launch_overhead_s": float(host.get("launch_overhead_s", 2e-6)),
         }
+        for key, default in (("ddp_hook_s", DDP_HOOK_S), ("ddp_bucket_s", DDP_BUCKET_S)):
+            setattr(self, key, float(default if host.get(key) is None else host[key]))
         # Sparsification timed per call at a few sizes ("device.dgc" -> (numel, seconds)).
         self.sparsify_measured: dict[str, tuple[tuple[float, ...], tuple[float, ...]]] = {
             key: (tuple(map(float, t["numel"])), tuple(map(float, t["seconds"])))

@@ -65,6 +65,9 @@ class HostSection(StrictModel):
     memory_bandwidth: Rate = 20e9
     efficiency: Fraction = 0.5
     launch_overhead_s: Overhead = 2e-6
+    #: PyTorch DDP's host-bound costs, seconds (defaults: simcluster.compute.profile)
+    ddp_hook_s: Overhead | None = None
+    ddp_bucket_s: Overhead | None = None
 
 
 class SparsifyTable(StrictModel):

@@ -54,7 +54,13 @@ __all__ = ["DDP", "DDPOptions"]
 
 class DDPOptions(Options):
     bucket_cap_mb: float = Field(25.0, gt=0, le=4096, description="bucket cap, MiB")
-    first_bucket_mb: float = Field(1.0, gt=0, le=4096, description="first bucket cap, MiB")
+    first_bucket_mb: float = Field(
+        1.0,
+        gt=0,
+        le=4096,
+        description="first bucket cap, MiB (torch 2.x: 1 MiB only while bucket_cap_mb is left "
+        "at its default; an explicit bucket_cap_mb gives the first bucket that cap too)",
+    )
     algorithm: algorithm_name("allreduce") = "auto"
     gradient_dtype: Literal["fp32", "fp16", "bf16"] = Field(
         "fp32", description="dtype on the wire (fp16/bf16 = a compression comm hook)"

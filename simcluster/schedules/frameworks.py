@@ -18,6 +18,18 @@ PyTorch DDP (``torch/csrc/distributed/c10d/reducer.cpp``, read for PyTorch 1.8-2
   views back into ``param.grad`` (one ``copy_`` per tensor, 8 B per fp32
   element) unless ``gradient_as_bucket_view``; the optimizer runs after.
 
+* host costs: the hook and the collective call run on the host thread that also launches
+  backward's kernels. Measured on one-rank DDP (``calibrate/ddp_overhead.py``), a step
+  whose host is its critical path (amp on an H200) grows by about 24 us per gradient
+  tensor and 0.19 ms per bucket (the profile's ``ddp_hook_s`` / ``ddp_bucket_s``,
+  :data:`simcluster.compute.profile.DDP_HOOK_S`). Stated model: the step is host-bound
+  through backward, so each tensor's copy-in costs the larger of its kernel and
+  ``ddp_hook_s`` and each bucket adds ``ddp_bucket_s`` on the compute stream before its
+  allreduce. Where the GPU is the bottleneck the host hides part of it (fp32 on the
+  H200: +3.5-5.4 ms measured for ResNet-50 at batch 64 where this model adds 5.5 ms at
+  25 MiB and 11.4 ms at 1 MiB; BERT-large +3.6-3.9 ms where it adds 18.8 and 39.7 ms;
+  ``bench/ddp_overhead_model.py``);
+
 * buffer broadcast (``broadcast_buffers=True``, the default): before every
   training forward DDP broadcasts the module buffers (BatchNorm's running mean
   and variance, fp32, and ``num_batches_tracked``, int64) from rank 0
@@ -72,6 +84,7 @@ __all__ = [
     "cast_time",
     "colossalai_backward",
     "ddp_backward",
+    "hook_time",
     "horovod_cycle_wait",
     "per_tensor_copy_time",
     "fused_copy_time",
@@ -91,6 +104,13 @@ def per_tensor_copy_time(
     """Seconds of one elementwise kernel per tensor moving ``bytes_per_elem`` per element
     (read + write), each paying its launch."""
     return sum(profile.elementwise_time(bytes_per_elem * t.numel) for t in tensors)
+
+
+def hook_time(profile: DeviceProfile, tensors: Sequence[GradTensor]) -> float:
+    """Seconds of torch DDP's per-tensor hook: each tensor's scale-and-copy kernel (8 B
+    per fp32 element) or the profile's host cost per tensor, whichever is longer."""
+    hook = profile.ddp_hook_s
+    return sum(max(profile.elementwise_time(8 * t.numel), hook) for t in tensors)
 
 
 def fused_copy_time(profile: DeviceProfile, nbytes: float) -> float:
@@ -161,6 +181,8 @@ def ddp_backward(
         t = cast_time(p, b.numel, 4, wire_bytes)
         if apex:  # flatten (one cat) and divide by the world size
             t += fused_copy_time(p, 4 * b.numel) + p.elementwise_time(8 * b.numel)
+        else:  # torch: the bucket's c10d call on the host thread (host-bound model)
+            t += p.ddp_bucket_s
         if t > 0:
             prog.add(compute(f"{prefix}.prep{b.index}", t, "framework"))
         call = CollectiveCall("allreduce", groups, float(b.nbytes(wire_bytes)), algorithm)
@@ -171,7 +193,7 @@ def ddp_backward(
         if not sync:
             return
         if not apex:  # the Reducer's hook: scale-and-copy (or in-place div) per tensor
-            t = per_tensor_copy_time(p, by_layer.get(i, ()), 8)
+            t = hook_time(p, by_layer.get(i, ()))
             prog.add(compute(f"{prefix}.copy_in{i}", t, "framework"))
         for b in closes.get(i, ()):
             launch(b)

@@ -8,8 +8,8 @@ schedule can put its own ops (sparsification, a bucket's allreduce) right
 behind the gradient on the compute stream. It returns, for every trainable
 layer, the id of the op after which its gradients are ready.
 
-Gradients are grouped in backward order into buckets (DDP) or fusion buffers
-(Horovod, SSFusion) by :func:`group_tensors`; :func:`bucketed_allreduce` is
+Gradients are grouped in backward order into buckets (DDP, :func:`torch_buckets`) or
+fusion buffers (Horovod, SSFusion, :func:`group_tensors`); :func:`bucketed_allreduce` is
 DDP's overlap of bucket allreduces with the rest of backward.
 """
 
@@ -36,6 +36,7 @@ __all__ = [
     "forward_backward",
     "load_batches",
     "make_buckets",
+    "torch_buckets",
     "micro_steps",
     "optimizer_step",
     "bucketed_allreduce",
@@ -135,9 +136,33 @@ def group_by_count(tensors: Sequence[GradTensor], count: int) -> list[Bucket]:
     ]
 
 
+def torch_buckets(
+    tensors: Sequence[GradTensor], cap_bytes: float, first_cap_bytes: float, dtype_bytes: int
+) -> list[Bucket]:
+    """PyTorch DDP's bucket assignment (``compute_bucket_assignment_by_size`` in
+    ``torch/csrc/distributed/c10d/reducer.cpp``): a tensor always joins the open bucket,
+    which closes once it holds at least its limit (``first_cap_bytes`` for the first,
+    ``cap_bytes`` after). So every bucket but the last reaches its cap, and a tensor at
+    or above the cap closes the bucket it joins."""
+    buckets: list[Bucket] = []
+    current: list[GradTensor] = []
+    numel = 0
+    cap = first_cap_bytes
+    for t in tensors:
+        current.append(t)
+        numel += t.numel
+        if numel * dtype_bytes >= cap:
+            buckets.append(Bucket(len(buckets), tuple(current)))
+            current, numel, cap = [], 0, cap_bytes
+    if current:
+        buckets.append(Bucket(len(buckets), tuple(current)))
+    return buckets
+
+
 def make_buckets(model, cap_bytes: float, first_cap_bytes: float, dtype_bytes: int) -> list[Bucket]:
-    """PyTorch DDP's buckets: backward order, a small first bucket, then ``cap_bytes``."""
-    return group_tensors(grad_tensors(model), cap_bytes, first_cap_bytes, dtype_bytes)
+    """PyTorch DDP's buckets (:func:`torch_buckets`) over the gradients in backward order:
+    a first bucket of ``first_cap_bytes``, then ``cap_bytes``."""
+    return torch_buckets(grad_tensors(model), cap_bytes, first_cap_bytes, dtype_bytes)
 
 
 def layer_backward_time(

@@ -1,0 +1,71 @@
+"""DDP's own cost: measured (one-rank DDP against the plain step) vs the framework model.
+
+For every case of the given ``calibrate.ddp_overhead`` files, prints the measured
+step time each DDP variant adds over the plain step and what
+:mod:`simcluster.schedules.frameworks` adds for the same model, batch, precision and
+bucket cap on a device profile: the copy-in hooks (:func:`hook_time`), one
+``ddp_bucket_s`` per bucket, and the copy-out kernels unless gradients are bucket
+views. Buckets are PyTorch's with an explicit ``bucket_cap_mb`` (the first bucket
+takes the same cap, as DDP's rebuilt buckets did in these runs).
+
+    python bench/ddp_overhead_model.py --profile h200-measured-2026-11-28 \\
+        calibrate/measurements/h200-2026-11-28/ddp-overhead-run*.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from simcluster.compute import load_profile  # noqa: E402
+from simcluster.schedules.frameworks import hook_time, per_tensor_copy_time  # noqa: E402
+from simcluster.schedules.training import MB, make_buckets  # noqa: E402
+from simcluster.workload import build_model  # noqa: E402
+
+#: calibrate.ddp_overhead case -> (zoo model, input size, classes)
+ZOO = {"resnet50": ("resnet50", 224, 1000), "bert_large-128": ("bert_large", 128, None)}
+
+
+def model_added_s(profile, model, cap_mb: float, views: bool) -> tuple[float, int]:
+    """Seconds the framework model adds to one step at ``cap_mb``, and its bucket count."""
+    buckets = make_buckets(model, cap_mb * MB, cap_mb * MB, 4)
+    t = sum(hook_time(profile, b.tensors) for b in buckets)
+    t += len(buckets) * profile.ddp_bucket_s
+    if not views:
+        t += sum(per_tensor_copy_time(profile, b.tensors, 8) for b in buckets)
+    return t, len(buckets)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("files", nargs="+", help="calibrate.ddp_overhead JSON files")
+    ap.add_argument("--profile", default="h200-measured-2026-11-28", help="device profile")
+    a = ap.parse_args(argv)
+    prof = load_profile(a.profile)
+    print(f"profile {prof.name}: ddp_hook_s {prof.ddp_hook_s * 1e6:.1f} us, "
+          f"ddp_bucket_s {prof.ddp_bucket_s * 1e3:.3f} ms")  # fmt: skip
+    print(f"{'file':24s} {'case':15s} {'prec':5s} {'variant':14s} {'plain ms':>9s} "
+          f"{'meas +ms':>9s} {'model +ms':>9s} {'buckets':>11s}")  # fmt: skip
+    for f in a.files:
+        rows = json.loads(Path(f).read_text())["rows"]
+        plain = {(r["case"], r["precision"]): r["step_s"] for r in rows if r["variant"] == "plain"}
+        for r in rows:
+            if not r["ddp"] or r["case"] not in ZOO:
+                continue
+            name, size, classes = ZOO[r["case"]]
+            model = build_model(name, size, classes)
+            added, n = model_added_s(prof, model, r["bucket_cap_mb"], r["gradient_as_bucket_view"])
+            base = plain[(r["case"], r["precision"])]
+            logged = (r.get("ddp_log") or {}).get("num_buckets_reduced", "?")
+            print(f"{Path(f).name:24s} {r['case']:15s} {r['precision']:5s} {r['variant']:14s} "
+                  f"{base * 1e3:9.2f} {(r['step_s'] - base) * 1e3:9.2f} {added * 1e3:9.2f} "
+                  f"{n:>4d} (DDP {logged})")  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
