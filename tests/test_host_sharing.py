@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from simcluster.engine import SimulationError
 from simcluster.errors import ConfigError
 from simcluster.network.gloo import exit_spread, fit_worlds
 from simcluster.validation.host_sharing import Task, simulate, slowdown, sweep_work
@@ -134,7 +135,7 @@ def test_members_leave_in_the_order_they_arrived():
 
 def test_collectives_that_do_not_pair_up_are_an_error():
     prog = {0: [Task("collective", 1.0, "c", "c#0", 2, (0, 1))], 1: []}
-    with pytest.raises(ValueError, match="did not finish"):
+    with pytest.raises(SimulationError, match="did not finish"):
         simulate(prog, cores=2)
     with pytest.raises(ValueError, match="cores"):
         slowdown(1, 0)

@@ -35,6 +35,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from simcluster.engine import SimulationError
+
 __all__ = ["Task", "slowdown", "sweep_work", "simulate"]
 
 
@@ -110,7 +112,8 @@ def simulate(
     collective's span runs from the rank's arrival to the call's end (its last
     member leaving: what a live run's least time over the ranks measures from the
     last arrival); the members that left earlier went on with their programs.
-    Raises ValueError when the programs' collectives do not pair up.
+    Raises :class:`~simcluster.engine.SimulationError` when the programs'
+    collectives do not pair up.
     """
     pc = dict.fromkeys(programs, 0)  # index of each rank's current op
     spans: dict[int, list[tuple[str, str, float, float]]] = {r: [] for r in programs}
@@ -137,7 +140,7 @@ def simulate(
                 work = sweep_work(op.seconds, len(op.group), cores, op.tail, op.chain)
                 c = colls[ck] = _Coll(op.group, work, op.chain)
             if r not in c.members or r in c.arrived:
-                raise ValueError(f"host sharing: rank {r} is not a member of {op.key!r} once")
+                raise SimulationError(f"host sharing: rank {r} is not a member of {op.key!r} once")
             c.arrived[r] = now
             if len(c.arrived) == len(c.members):
                 order = sorted(c.members, key=lambda m: (c.arrived[m], m))
@@ -201,7 +204,7 @@ def simulate(
             enter(r)
     if colls or any(pc[r] < len(programs[r]) for r in programs):
         waiting = [k for k, _ in colls]
-        raise ValueError(
+        raise SimulationError(
             "host sharing: programs did not finish; collectives waiting for members: "
             + ", ".join(waiting[:5])
         )
