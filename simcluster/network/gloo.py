@@ -40,7 +40,15 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["OPS", "cost_terms", "fit_alpha_beta", "fit_worlds", "wake_by_bytes", "GlooModel"]
+__all__ = [
+    "OPS",
+    "cost_terms",
+    "fit_alpha_beta",
+    "fit_worlds",
+    "exit_spread",
+    "wake_by_bytes",
+    "GlooModel",
+]
 
 OPS = ("allreduce", "allgather", "broadcast")
 
@@ -116,7 +124,8 @@ def fit_worlds(worlds: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     worlds: ``[{"world": P, "ops": {op: rows, op~skewed: rows, op~computed: rows},
     "compute": {"factor": f}}]`` as ``calibrate.gloo`` records them (rows: ``nbytes``
     and ``mean_s`` seconds per call). Returns ``{"P": {"cpu_share_factor": f, op:
-    fit_alpha_beta(...) plus wake_s and wake_by_bytes where the tests ran}}``.
+    fit_alpha_beta(...) plus wake_s and wake_by_bytes where the tests ran, and
+    exit_spread where the rows hold the per-rank means}}``.
     """
     out: dict[str, Any] = {}
     for w in worlds:
@@ -129,6 +138,9 @@ def fit_worlds(worlds: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
             # a call now and then waits a scheduler tick (4 ms here)
             pts = [(float(s["nbytes"]), float(s.get("mean_s", s["median_s"]))) for s in samples]
             entry[op] = fit_alpha_beta(op, p, pts)
+            spread = exit_spread(samples)
+            if spread is not None:
+                entry[op]["exit_spread"] = spread
             skew = w["ops"].get(f"{op}{SKEWED}")
             if skew:  # what waking blocked peers adds to a call, over the fit at that size
                 m, b = cost_terms(op, p, float(skew[0]["nbytes"]))
@@ -139,6 +151,22 @@ def fit_worlds(worlds: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
                 entry[op]["wake_by_bytes"] = wake_by_bytes(samples, computed)
         out[str(p)] = entry
     return out
+
+
+def exit_spread(rows: Sequence[Mapping[str, Any]]) -> float | None:
+    """Fraction of an aligned call over which its ranks leave it, from the sweep's
+    rows: a call's ranks take the least time ``t`` (``median_s``) to the mean over
+    ranks (``rank_mean_median_s``); ranks leaving evenly over ``s`` seconds after
+    the first give a mean ``t + s / 2``, so ``s = 2 (mean - t)`` and the fraction is
+    ``s / (t + s)``. The median over the sizes; None without the per-rank means."""
+    fr = []
+    for r in rows:
+        t, mean = r.get("median_s"), r.get("rank_mean_median_s")
+        if t is None or mean is None or float(t) <= 0:
+            return None
+        s = 2.0 * max(0.0, float(mean) - float(t))
+        fr.append(s / (float(t) + s))
+    return float(np.median(fr)) if fr else None
 
 
 def wake_by_bytes(aligned: Sequence[Mapping[str, Any]], skew: Sequence[Mapping[str, Any]]):
@@ -212,6 +240,13 @@ class GlooModel:
                     w[op] = c
             worlds[str(p)] = w
         return GlooModel(worlds, self.source)
+
+    def exit_spread(self, op: str, world: int) -> float:
+        """Fraction of a call of ``op`` over which its ``world`` ranks leave it, as the
+        sweep at that process count measured it (:func:`exit_spread`); 0 where it did
+        not (a count not swept, a sweep without per-rank means)."""
+        c = (self.worlds.get(world) or {}).get(op) or {}
+        return float(c.get("exit_spread", 0.0))
 
     def wake(self, op: str, world: int, nbytes: float | None = None) -> float:
         """Seconds a call adds when its ranks arrive apart (the early ones block and

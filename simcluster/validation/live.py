@@ -28,7 +28,12 @@ live program ran them, and simulated:
   times the host's speed then (that job's thread CPU time alone over the profile's
   seconds for it: on a shared virtual machine a CPU second does less work when the
   host is busy); every other compute phase (packing, top-k, projection, ...) is *replayed*: its
-  measured time is put into the program and it is not scored.
+  measured time is put into the program and it is not scored;
+- a gloo run whose file gives its host's cores (``machine.cpus``) is simulated on those
+  cores shared by the ranks' compute and collectives
+  (:mod:`simcluster.validation.host_sharing`: a rank blocked at a rendezvous frees its
+  core, ranks that leave a call first and compute slow the ones still in it); the
+  durations above are its reference, at every process active.
 
 Scored phases are the collectives, the predicted compute phases and the whole
 iteration, as signed relative errors of the mean per iteration. A compute phase is
@@ -498,6 +503,47 @@ def _programs(
     return classes, phase_of
 
 
+def _shared_host(rank_ops, compute, gloo, cores: int, world: int):
+    """One iteration on a host whose ``cores`` the ranks share
+    (:mod:`simcluster.validation.host_sharing`): per rank ``(phase, key, seconds)``
+    spans as :func:`_phase_value` reads them, and the end time.
+
+    Predicted compute is CPU work priced at ``world`` active tasks (the sharing test);
+    replayed compute keeps its measured seconds (it met the sharing it met). A
+    collective costs the gloo model's seconds; its chain of messages is the share
+    that is not its bytes (beta), and its members leave over the run's own sweep's
+    ``exit_spread`` of it (0 where the sweep lacks the per-rank means)."""
+    from simcluster.network.gloo import cost_terms
+    from simcluster.validation.host_sharing import Task, simulate
+
+    programs = {}
+    for r, ops in rank_ops.items():
+        seen: dict[str, int] = {}
+        tasks = []
+        for i, op in enumerate(ops):
+            ph = op["phase"]
+            k = seen.get(ph, 0)
+            seen[ph] = k + 1
+            if op["kind"] == "compute":
+                predicted = compute is not None and ph in compute
+                t = compute[ph] if predicted else op["seconds"]
+                tasks.append(Task("compute", t, ph, f"{ph}@{i}", world if predicted else 0))
+                continue
+            groups = tuple(tuple(g) for g in op["groups"])
+            mine = next(g for g in groups if r in g)
+            g, n = len(mine), float(op["nbytes"])
+            t = gloo.seconds(op["kind"], g, n, skewed=True)
+            chain = 0.0
+            if t > 0:
+                _, beta, _ = gloo.constants(op["kind"], g)
+                chain = min(1.0, max(0.0, 1.0 - beta * cost_terms(op["kind"], g, n)[1] / t))
+            tail = gloo.exit_spread(op["kind"], g)
+            tasks.append(Task("collective", t, ph, f"{ph}#{k}", g, mine, tail, chain))
+        programs[r] = tasks
+    spans, end = simulate(programs, cores)
+    return {r: [(ph, key, b - a) for ph, key, a, b in sp] for r, sp in spans.items()}, end
+
+
 def _shown(p: Path) -> str:
     """A path relative to the working directory or the project when it lies inside."""
     from simcluster.paths import project_root
@@ -695,6 +741,12 @@ def _validate_live(
         if gloo is not None
         else f"{netp.describe()} on {topo.name}"
     )
+    cores = _host_cores(data, str(path)) if gloo is not None else None
+    if cores is not None:
+        net_text += (
+            f"; the host's {cores} cores shared by compute and collectives "
+            "(processor sharing, simcluster.validation.host_sharing)"
+        )
     report = LiveReport(str(path), cfg, net_text, device_text, link)
     report.gloo = gloo
     speeds: list[float] = []
@@ -721,14 +773,19 @@ def _validate_live(
         simulated: dict[str, list[float]] = {}
         for j in range(n_it):
             rank_ops = {r: pr["ops"][j] for r, pr in per_rank.items()}
-            classes, phase_of = _programs(rank_ops, pattern_compute, pattern_gloo)
-            trace = engine.run(classes)
-            sim_ops: dict[int, list[tuple[str, float]]] = {}
-            for cls in classes:
-                spans = [(phase_of.get(s.op, s.category), s.op, s.end - s.start)
-                         for s in trace.class_spans(cls.name)]  # fmt: skip
-                for r in cls.ranks:
-                    sim_ops[r] = spans
+            sim_ops: dict[int, list[tuple[str, str, float]]] = {}
+            if cores is not None and pattern_gloo is not None:
+                sim_ops, end_time = _shared_host(rank_ops, pattern_compute, pattern_gloo,
+                                                 cores, world)  # fmt: skip
+            else:
+                classes, phase_of = _programs(rank_ops, pattern_compute, pattern_gloo)
+                trace = engine.run(classes)
+                end_time = trace.end_time
+                for cls in classes:
+                    spans = [(phase_of.get(s.op, s.category), s.op, s.end - s.start)
+                             for s in trace.class_spans(cls.name)]  # fmt: skip
+                    for r in cls.ranks:
+                        sim_ops[r] = spans
             phases = list(dict.fromkeys(o["phase"] for ops in rank_ops.values() for o in ops))
             for ph in phases:
                 ranks = [r for r, ops in rank_ops.items() if any(o["phase"] == ph for o in ops)]
@@ -743,7 +800,7 @@ def _validate_live(
             measured.setdefault("iteration", []).append(
                 statistics.mean(pr["iterations"][j]["iteration"] for pr in per_rank.values())
             )
-            simulated.setdefault("iteration", []).append(trace.end_time)
+            simulated.setdefault("iteration", []).append(end_time)
         kinds = {
             o["phase"]: o["kind"] for pr in per_rank.values() for ops in pr["ops"] for o in ops
         }
@@ -766,6 +823,18 @@ def _validate_live(
             "sharing tests' job alone over the profile's time for it)"
         )
     return report
+
+
+def _host_cores(data: dict[str, Any], file: str) -> int | None:
+    """The run's host's cores (``machine.cpus``, as ``calibrate.live`` records them),
+    which its ranks share; None when the run does not say."""
+    machine = data.get("machine")
+    cpus = machine.get("cpus") if isinstance(machine, dict) else None
+    if cpus is None:
+        return None
+    if not isinstance(cpus, int) or isinstance(cpus, bool) or cpus < 1:
+        raise ConfigError(file, "machine.cpus", cpus, "not a core count", "an integer >= 1")
+    return cpus
 
 
 def _check_names(path: str | Path, pattern: Any, ranks: list[dict[str, Any]]) -> None:
