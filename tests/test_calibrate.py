@@ -508,6 +508,8 @@ def test_gpu_full_plan_adds_large_activations_unless_models_are_named():
     cpu, gpu = make_plan("full"), make_plan("full", gpu=True)
     extra = names(gpu) - names(cpu)
     assert ("resnet50", 224, 32) in extra and ("resnet18-cifar", 32, 256) in extra
+    # a transformer at training-size token counts (batch x sequence >= 2,048)
+    assert any(m.startswith("bert") and s * b >= 2048 for m, s, b in extra)
     mine = [Workload("resnet18-cifar", 32, None, 8)]
     assert names(make_plan("full", mine, gpu=True)) == names(make_plan("full", mine))
     assert names(make_plan("quick", gpu=True)) == names(make_plan("quick"))
