@@ -283,11 +283,13 @@ def _summarize(paths: list[str]) -> int:
         try:
             with open(path) as f:
                 rows = json.load(f)["rows"]
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            print(f"calibrate.ddp_overhead: error: {path}: not a ddp_overhead file ({exc})",
+            costs = host_costs(rows)
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+            what = f"{type(exc).__name__}: {exc}"
+            print(f"calibrate.ddp_overhead: error: {path}: not a ddp_overhead file ({what})",
                   file=sys.stderr)  # fmt: skip
             return 2
-        for h in host_costs(rows):
+        for h in costs:
             added = ", ".join(f"{v * 1e3:.2f}" for v in h["added_s"])
             print(f"{path}: {h['case']} b{h['batch']} {h['precision']}: plain "
                   f"{h['plain_s'] * 1e3:.2f} ms; DDP adds {added} ms with {h['tensors']} "

@@ -93,6 +93,13 @@ def test_missing_out_and_bad_summary_file_exit_2(tmp_path, capsys):
     bad.write_text("[1, 2]")
     assert main(["--summarize", str(bad)]) == 2
     assert "not a ddp_overhead file" in capsys.readouterr().err
+    for rows in ([{"case": "m"}], [1, 2], [{"case": "m", "batch": 1, "precision": "fp32",
+                                           "variant": "plain", "ddp": False}] * 2):  # fmt: skip
+        bad.write_text(json.dumps({"rows": rows}))
+        code = main(["--summarize", str(bad)])
+        err = capsys.readouterr().err
+        assert "Traceback" not in err
+        assert code == 2 and "not a ddp_overhead file" in err or code == 0
 
 
 def test_committed_h200_measurements_summarize(capsys):
