@@ -221,6 +221,26 @@ def test_committed_derived_profiles_match_the_transfer_model(target, keys):
     assert fresh["device"]["kernels"] == committed["device"]["kernels"]
 
 
+@pytest.mark.parametrize(
+    ("name", "source", "target"),
+    [
+        ("h200-sxm-from-h100", "h100-sxm-80gb-measured", "h200-sxm"),
+        ("h100-sxm-from-h200", "h200-measured-2026-11-28", "h100-sxm"),
+    ],
+)
+def test_cross_device_profiles_are_the_transfer_models_output(name, source, target):
+    """The TRANSFER validation set's profiles (scenarios/references/transfer-steps.yaml)
+    are what ``simcluster calibrate derive`` gives today, nothing edited by hand."""
+    from simcluster.compute.transfer import derive_profile
+
+    committed = json.loads((ROOT / f"calibrate/profiles/{name}.json").read_text())
+    assert committed["provenance"]["derived_from"]["name"] == source
+    fresh = derive_profile(source, target, name)
+    assert fresh["device"]["compute"] == committed["device"]["compute"]
+    assert fresh["device"]["kernels"] == committed["device"]["kernels"]
+    assert list(fresh["device"]["compute"]) == ["fp32", "tf32", "amp", "amp_bf16"]
+
+
 def test_transfer_scales_tf32_convs_of_a_default_fp32_profile():
     """h200-measured's fp32 convolutions ran on TF32 tensor cores (PyTorch's default)."""
     src = json.loads((ROOT / "calibrate/profiles/h200-measured.json").read_text())
