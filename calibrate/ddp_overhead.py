@@ -128,7 +128,8 @@ def _bucket_log(net: nn.Module) -> dict:
 
 
 def _trace(step: Callable[[], None], device: torch.device, stem: Path) -> None:
-    """One profiled step (CPU and, on a GPU, CUDA activity) as ``<stem>.json.gz``."""
+    """One profiled step (CPU and, on a GPU, CUDA activity, with tensor shapes so that
+    ``simcluster trace-summary`` can read its gradient sizes) as ``<stem>.json.gz``."""
     import gzip
     import tempfile
 
@@ -136,7 +137,7 @@ def _trace(step: Callable[[], None], device: torch.device, stem: Path) -> None:
 
     acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
     step()
-    with profile(activities=acts) as prof:
+    with profile(activities=acts, record_shapes=True) as prof:
         step()
         if device.type == "cuda":
             torch.cuda.synchronize(device)
