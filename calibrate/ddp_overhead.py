@@ -321,8 +321,9 @@ def _parse(a: argparse.Namespace) -> tuple[torch.device, list[str], list[str], l
     if not caps or min(caps) <= 0:
         raise ConfigError(None, "--bucket-mb", a.bucket_mb, "not a comma list of caps",
                           "MiB > 0, e.g. 1,25")  # fmt: skip
+    batch = 1 if a.batch is None else a.batch  # None: each case's own batch
     for flag, value, low in (("--warmup", a.warmup, 0), ("--reps", a.reps, 1),
-                             ("--rounds", a.rounds, 1), ("--batch", a.batch or 1, 1)):  # fmt: skip
+                             ("--rounds", a.rounds, 1), ("--batch", batch, 1)):  # fmt: skip
         if value < low:
             raise ConfigError(None, flag, value, "out of range", f"an integer >= {low}")
     import math

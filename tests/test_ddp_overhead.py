@@ -64,6 +64,7 @@ def test_host_costs_clip_a_negative_cost_to_zero():
         (["--bucket-mb", "0"], "--bucket-mb: not a comma list of caps (got '0')"),
         (["--bucket-mb", "1,x"], "--bucket-mb: not a comma list of caps (got '1,x')"),
         (["--reps", "0"], "--reps: out of range (got 0)"),
+        (["--batch", "0"], "--batch: out of range (got 0)"),
         (["--deadline-s", "nan"], "--deadline-s: out of range (got nan)"),
         (["--device", "tpu"], "--device: unknown device (got 'tpu')"),
         (["--out", "{mine}"], "--out {mine}: file exists; pass --force to overwrite it"),
