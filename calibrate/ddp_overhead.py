@@ -300,7 +300,7 @@ def _summarize(paths: list[str]) -> int:
 
 
 def _parse(a: argparse.Namespace) -> tuple[torch.device, list[str], list[str], list[float]]:
-    from simcluster.errors import ConfigError
+    from simcluster.errors import ConfigError, UserError
 
     from .cli import _device
 
@@ -334,6 +334,15 @@ def _parse(a: argparse.Namespace) -> tuple[torch.device, list[str], list[str], l
     from simcluster.atomic import check_output_file
 
     check_output_file([("--out", a.out)], a.force)
+    if a.trace_dir:
+        folder = Path(a.trace_dir).expanduser()
+        if folder.exists() and not folder.is_dir():
+            raise UserError(f"--trace-dir {folder}: is a file, not a folder")
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            why = exc.strerror or exc
+            raise UserError(f"--trace-dir {folder}: cannot write there ({why})") from None
     return device, cases, precs, caps
 
 

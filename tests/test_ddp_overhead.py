@@ -68,6 +68,7 @@ def test_host_costs_clip_a_negative_cost_to_zero():
         (["--deadline-s", "nan"], "--deadline-s: out of range (got nan)"),
         (["--device", "tpu"], "--device: unknown device (got 'tpu')"),
         (["--out", "{mine}"], "--out {mine}: file exists; pass --force to overwrite it"),
+        (["--trace-dir", "{mine}"], "--trace-dir {mine}: is a file, not a folder"),
     ],
 )
 def test_bad_flags_exit_2_before_timing(tmp_path, capsys, args, shown):
