@@ -20,13 +20,19 @@
 # the full run's seconds.
 #   6. a Kineto trace of one training step per MODEL:BATCH of TRACES (default those of
 #      CHECKS; TRACES= skips) for `workload: {trace: FILE}`  -> $OUT/traces/<gpu>-<m>-b<b>.json
+#   7. when DDP_S > 0: DDP's own cost (calibrate/ddp_overhead.py: one training step plain
+#      and under one-rank DDP at DDP_ARGS, default ResNet-50 and BERT-large at 1 and 25 MiB
+#      in fp32 and amp, with the no-group baseline) in at most DDP_S seconds
+#                                               -> $OUT/ddp-overhead-<gpu>.json
+#      (`python -m calibrate.ddp_overhead --summarize` splits it per tensor and per bucket)
 # <gpu> comes from torch's device name: h200, h100-sxm-80gb, h100-pcie-80gb, ...
 # The file stems are the profile names: copied to calibrate/profiles/ and
 # calibrate/profiles/network/ they load as `profile: <gpu>-measured` and
 # `network_profile: <gpu>-measured`.
 #
 # The script ends by DEADLINE seconds (default 420): the full run gets the time left after
-# the quick run minus CHECK_RESERVE_S, and is stopped with `timeout` if it needs more.
+# the quick run minus CHECK_RESERVE_S, ANCHORS_S and DDP_S, and is stopped with `timeout`
+# if it needs more.
 # FULL_ROUNDS (default 2) sets the full plan's interleaved rounds (the plan's own default
 # is 3; 2 keeps a whole H100/H200 run near 4-5 minutes).
 #
@@ -57,6 +63,8 @@ FULL_MAX_S=${FULL_MAX_S:-100000}
 ANCHORS_S=${ANCHORS_S:-0}
 ANCHORS_ARGS=${ANCHORS_ARGS:-}
 TRACES=${TRACES-$CHECKS}
+DDP_S=${DDP_S:-0}
+DDP_ARGS=${DDP_ARGS:---no-group-baseline}
 QUICK=${QUICK:-1}
 WHEELS=${WHEELS:-.whl}
 export PYTHONUNBUFFERED=1
@@ -111,7 +119,7 @@ EOF
 
     # 3. full calibration in the time left (the device profile is written before the
     #    collective sweep starts, so a stop during the sweep keeps it)
-    left=$((DEADLINE - SECONDS - CHECK_RESERVE_S - ANCHORS_S))
+    left=$((DEADLINE - SECONDS - CHECK_RESERVE_S - ANCHORS_S - DDP_S))
     [ "$left" -le "$FULL_MAX_S" ] || left=$FULL_MAX_S
     if [ "$left" -gt 60 ]; then
         timeout -k 10 "$left" "$PYTHON" -m simcluster.cli calibrate --device "$DEVICE" \
@@ -158,6 +166,18 @@ EOF
         timeout -k 5 "$left" "$PYTHON" -m calibrate.trace --model "$m" --batch "$b" \
             --device "$DEVICE" --out "$OUT/traces/$GPU-$m-b$b.json"
     done
+    # 7. DDP's own cost on one rank (DDP_S was kept back from the full run above)
+    if [ "$DDP_S" -gt 0 ]; then
+        left=$((DEADLINE - SECONDS))
+        [ "$left" -le "$DDP_S" ] || left=$DDP_S
+        if [ "$left" -gt 20 ]; then
+            timeout -k 10 "$left" "$PYTHON" -m calibrate.ddp_overhead --device "$DEVICE" \
+                --deadline-s $((left - 15)) $DDP_ARGS --out "$OUT/ddp-overhead-$GPU.json" --force
+            echo "ddp_overhead: exit $?; elapsed ${SECONDS} s"
+        else
+            echo "ddp_overhead: skipped, $left s left"
+        fi
+    fi
     ls -la "$OUT" "$OUT/network" "$OUT/traces"
     echo "done; elapsed ${SECONDS} s"
 }
