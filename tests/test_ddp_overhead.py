@@ -69,6 +69,15 @@ def test_host_costs_clip_a_negative_cost_to_zero():
         (["--device", "tpu"], "--device: unknown device (got 'tpu')"),
         (["--out", "{mine}"], "--out {mine}: file exists; pass --force to overwrite it"),
         (["--trace-dir", "{mine}"], "--trace-dir {mine}: is a file, not a folder"),
+        # a cap DDP cannot turn into an int64 byte count was a traceback inside DDP
+        (["--bucket-mb", "nan"], "--bucket-mb: not a comma list of caps (got 'nan')"),
+        (["--bucket-mb", "1,inf"], "--bucket-mb: not a comma list of caps (got '1,inf')"),
+        (["--bucket-mb", "1e300"], "allowed: MiB > 0 and <= 1048576 (1 TiB)"),
+        # nothing to time: an empty list wrote a file with no rows and exit 0
+        (["--cases", " , "], "--cases: no case given (got ' , ')"),
+        (["--precisions", ""], "--precisions: no precision given (got '')"),
+        # the trace folder made where --out goes: an IsADirectoryError after the timing
+        (["--trace-dir", "{out}"], "--trace-dir {out}: is the --out file"),
     ],
 )
 def test_bad_flags_exit_2_before_timing(tmp_path, capsys, args, shown):
@@ -78,11 +87,24 @@ def test_bad_flags_exit_2_before_timing(tmp_path, capsys, args, shown):
     mine = tmp_path / "mine.json"
     mine.write_text('{"my": "notes"}')
     argv = ["--device", "cpu", "--out", str(tmp_path / "a.json")]
-    argv += [a.format(mine=mine) for a in args]
+    argv += [a.format(mine=mine, out=tmp_path / "a.json") for a in args]
     assert main(argv) == 2
     err = capsys.readouterr().err
-    assert "Traceback" not in err and shown.format(mine=mine) in err
+    assert "Traceback" not in err and shown.format(mine=mine, out=tmp_path / "a.json") in err
     assert mine.read_text() == '{"my": "notes"}' and not (tmp_path / "a.json").exists()
+
+
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs Linux's /proc")
+def test_out_folder_that_cannot_be_made_exits_2_before_timing(capsys):
+    """The folder of --out is made before the timing (it was made at the first write,
+    after the first case: a FileNotFoundError traceback there)."""
+    pytest.importorskip("torch")
+    from calibrate.ddp_overhead import main
+
+    out = "/proc/simcluster-no-such/a.json"
+    assert main(["--device", "cpu", "--cases", "small_cnn", "--out", out]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and f"--out {out}: cannot" in err and "\n" not in err.strip()
 
 
 def test_missing_out_and_bad_summary_file_exit_2(tmp_path, capsys):
