@@ -42,7 +42,7 @@ import torch.nn.functional as F
 from .layers import CALIBRATION_PRECISIONS, amp_context, math_mode
 from .timing import Timer
 
-__all__ = ["CASES", "build_step", "host_costs", "main", "variants"]
+__all__ = ["CASES", "build_step", "host_costs", "main", "read_rows", "variants"]
 
 #: largest ``--bucket-mb`` (MiB): 1 TiB, far past any model's gradients (DDP turns the
 #: cap into an int64 byte count, which a larger float overflows)
@@ -282,17 +282,62 @@ def host_costs(rows: list[dict]) -> list[dict]:
     return out
 
 
+#: what :func:`read_rows` asks of each row: key -> (check, what is allowed); ``ddp``
+#: rows also need the keys of :data:`DDP_ROW_KEYS`
+ROW_KEYS: dict[str, tuple[Callable[[object], bool], str]] = {
+    "case": (lambda v: isinstance(v, str) and bool(v), "a case name"),
+    "batch": (lambda v: type(v) is int and v >= 1, "an integer >= 1"),
+    "precision": (lambda v: isinstance(v, str) and bool(v), "a precision name"),
+    "variant": (lambda v: isinstance(v, str) and bool(v), "a variant name"),
+    "ddp": (lambda v: isinstance(v, bool), "true or false"),
+    "step_s": (lambda v: type(v) in (int, float) and v > 0, "seconds > 0"),  # type: ignore[operator]
+}
+DDP_ROW_KEYS: dict[str, tuple[Callable[[object], bool], str]] = {
+    "gradient_as_bucket_view": (lambda v: isinstance(v, bool), "true or false"),
+    "tensors": (lambda v: type(v) is int and v >= 1, "an integer >= 1"),
+    "ddp_log": (lambda v: isinstance(v, dict), "a mapping (what DDP logged; {} if nothing)"),
+}
+
+
+def read_rows(path: str) -> list[dict]:
+    """The rows of a file ``--out`` wrote, through the project's JSON reader (no NaN, no
+    repeated keys); a missing or mistyped field is a ConfigError naming ``rows[i].key``
+    (it was a KeyError or TypeError inside :func:`host_costs`, shown without a field)."""
+    from simcluster.errors import ConfigError
+    from simcluster.inputs import load_json
+
+    data = load_json(path, "ddp_overhead file")
+    rows = data.get("rows") if isinstance(data, dict) else data
+    if not isinstance(data, dict) or not isinstance(rows, list):
+        where = "rows" if isinstance(data, dict) else "<root>"
+        raise ConfigError(path, where, rows, "not a ddp_overhead file",
+                          "an object with a list of rows, as --out writes it")  # fmt: skip
+    for i, r in enumerate(rows):
+        if not isinstance(r, dict):
+            raise ConfigError(path, f"rows[{i}]", r, "not a ddp_overhead file: not a row",
+                              "an object, as --out writes it")  # fmt: skip
+        checks = {**ROW_KEYS, **(DDP_ROW_KEYS if r.get("ddp") is True else {})}
+        for key, (ok, allowed) in checks.items():
+            if key not in r or not ok(r[key]):
+                why = "missing field" if key not in r else "bad value"
+                raise ConfigError(path, f"rows[{i}].{key}", r.get(key),
+                                  f"not a ddp_overhead file: {why}", allowed)  # fmt: skip
+        buckets = (r.get("ddp_log") or {}).get("num_buckets_reduced")
+        if buckets is not None and not (type(buckets) is int and buckets >= 1):
+            raise ConfigError(path, f"rows[{i}].ddp_log.num_buckets_reduced", buckets,
+                              "not a ddp_overhead file: bad value", "an integer >= 1")  # fmt: skip
+    return rows
+
+
 def _summarize(paths: list[str]) -> int:
     """Print :func:`host_costs` of each file (``--summarize``)."""
+    from simcluster.errors import UserError
+
     for path in paths:
         try:
-            with open(path) as f:
-                rows = json.load(f)["rows"]
-            costs = host_costs(rows)
-        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
-            what = f"{type(exc).__name__}: {exc}"
-            print(f"calibrate.ddp_overhead: error: {path}: not a ddp_overhead file ({what})",
-                  file=sys.stderr)  # fmt: skip
+            costs = host_costs(read_rows(path))
+        except UserError as exc:
+            print(f"calibrate.ddp_overhead: error: {exc}", file=sys.stderr)
             return 2
         for h in costs:
             added = ", ".join(f"{v * 1e3:.2f}" for v in h["added_s"])

@@ -158,3 +158,31 @@ def test_tiny_cpu_run_writes_every_variant(tmp_path):
     # gradients; 25 MiB holds them in one
     assert ddp[0]["ddp_log"]["num_buckets_reduced"] > 1
     assert ddp[2]["ddp_log"]["num_buckets_reduced"] == 1
+
+
+@pytest.mark.parametrize(
+    "change, shown",
+    [
+        # each was "not a ddp_overhead file (TypeError: unhashable type: 'list')" or
+        # similar, naming no field; nan, inf and negative times were summarized (exit 0)
+        (lambda rs: rs[0].__setitem__("batch", [1]), "rows[0].batch: not a ddp_overhead file"),
+        (lambda rs: rs[1].__setitem__("step_s", "fast"), "rows[1].step_s: not a ddp_overhead"),
+        (lambda rs: rs[0].__setitem__("step_s", -1.0), "rows[0].step_s: not a ddp_overhead"),
+        (lambda rs: rs[1].__setitem__("step_s", float("nan")), "rows[1].step_s: not a finite"),
+        (lambda rs: rs[1].pop("gradient_as_bucket_view"), "rows[1].gradient_as_bucket_view"),
+        (lambda rs: rs[3]["ddp_log"].__setitem__("num_buckets_reduced", "two"),
+         "rows[3].ddp_log.num_buckets_reduced: not a ddp_overhead file: bad value (got 'two')"),
+        (lambda rs: rs.__setitem__(2, None), "rows[2]: not a ddp_overhead file: not a row"),
+    ],
+)  # fmt: skip
+def test_a_bad_row_in_a_summarized_file_is_named_by_its_field(tmp_path, capsys, change, shown):
+    pytest.importorskip("torch")
+    from calibrate.ddp_overhead import main
+
+    rows = _rows(0.030, 161, 25e-6, 0.2e-3, (35, 4))
+    change(rows)
+    bad = tmp_path / "b.json"
+    bad.write_text(json.dumps({"rows": rows}))  # nan is written as NaN, as json.dump does
+    assert main(["--summarize", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and f"{bad}: {shown}" in err and len(err.splitlines()) == 1
