@@ -186,3 +186,25 @@ def test_a_bad_row_in_a_summarized_file_is_named_by_its_field(tmp_path, capsys, 
     assert main(["--summarize", str(bad)]) == 2
     err = capsys.readouterr().err
     assert "Traceback" not in err and f"{bad}: {shown}" in err and len(err.splitlines()) == 1
+
+
+def test_bench_ddp_overhead_model_names_a_bad_file_or_profile(tmp_path, capsys):
+    """bench/ddp_overhead_model.py reads files through read_rows (a missing file, a bad
+    row and an unknown --profile were tracebacks)."""
+    pytest.importorskip("torch")
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("dom", ROOT / "bench/ddp_overhead_model.py")
+    dom = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(dom)
+    bad = tmp_path / "b.json"
+    bad.write_text(json.dumps({"rows": [{"case": "resnet50", "step_s": "fast"}]}))
+    good = ROOT / "calibrate/measurements/h200-2026-11-28/ddp-overhead-run1.json"
+    for argv, shown in (
+        ([str(tmp_path / "nope.json")], "no such ddp_overhead file"),
+        ([str(bad)], f"{bad}: rows[0].batch: not a ddp_overhead file: missing field"),
+        (["--profile", "h200-measurd", str(good)], "did you mean 'h200-measured'"),
+    ):
+        assert dom.main(argv) == 2
+        err = capsys.readouterr().err
+        assert "Traceback" not in err and shown in err and len(err.splitlines()) == 1
