@@ -15,13 +15,13 @@ takes the same cap, as DDP's rebuilt buckets did in these runs).
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from simcluster.compute import load_profile  # noqa: E402
+from simcluster.errors import ConfigError, UserError  # noqa: E402
 from simcluster.schedules.frameworks import hook_time, per_tensor_copy_time  # noqa: E402
 from simcluster.schedules.training import MB, make_buckets  # noqa: E402
 from simcluster.workload import build_model  # noqa: E402
@@ -45,18 +45,33 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("files", nargs="+", help="calibrate.ddp_overhead JSON files")
     ap.add_argument("--profile", default="h200-measured-2026-11-28", help="device profile")
     a = ap.parse_args(argv)
-    prof = load_profile(a.profile)
+    try:
+        return _compare(a.files, a.profile)
+    except UserError as exc:  # a bad file or profile name: one line, exit 2
+        print(f"ddp_overhead_model: error: {exc}", file=sys.stderr)
+        return 2
+
+
+def _compare(files: list[str], profile: str) -> int:
+    """Print measured vs modelled added time of every DDP row of ``files``."""
+    from calibrate.ddp_overhead import read_rows
+
+    prof = load_profile(profile)
     print(f"profile {prof.name}: ddp_hook_s {prof.ddp_hook_s * 1e6:.1f} us, "
           f"ddp_bucket_s {prof.ddp_bucket_s * 1e3:.3f} ms")  # fmt: skip
     print(f"{'file':24s} {'case':15s} {'prec':5s} {'variant':14s} {'plain ms':>9s} "
           f"{'meas +ms':>9s} {'model +ms':>9s} {'buckets':>11s}")  # fmt: skip
-    for f in a.files:
-        rows = json.loads(Path(f).read_text())["rows"]
+    for f in files:
+        rows = read_rows(f)  # checked row by row, named by rows[i].key
         plain = {(r["case"], r["precision"]): r["step_s"] for r in rows if r["variant"] == "plain"}
         for r in rows:
             if not r["ddp"] or r["case"] not in ZOO:
                 continue
             name, size, classes = ZOO[r["case"]]
+            cap = r.get("bucket_cap_mb")
+            if type(cap) not in (int, float) or not cap > 0:
+                raise ConfigError(f, f"rows[{rows.index(r)}].bucket_cap_mb", cap, "bad value",
+                                  "MiB > 0, as calibrate.ddp_overhead writes it")  # fmt: skip
             model = build_model(name, size, classes)
             added, n = model_added_s(prof, model, r["bucket_cap_mb"], r["gradient_as_bucket_view"])
             base = plain[(r["case"], r["precision"])]

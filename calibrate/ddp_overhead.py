@@ -42,7 +42,11 @@ import torch.nn.functional as F
 from .layers import CALIBRATION_PRECISIONS, amp_context, math_mode
 from .timing import Timer
 
-__all__ = ["CASES", "build_step", "host_costs", "main", "variants"]
+__all__ = ["CASES", "build_step", "host_costs", "main", "read_rows", "variants"]
+
+#: largest ``--bucket-mb`` (MiB): 1 TiB, far past any model's gradients (DDP turns the
+#: cap into an int64 byte count, which a larger float overflows)
+MAX_BUCKET_MB = 1 << 20
 
 #: case -> (model, input size: px or tokens, default batch)
 CASES: dict[str, tuple[str, int, int]] = {
@@ -278,17 +282,62 @@ def host_costs(rows: list[dict]) -> list[dict]:
     return out
 
 
+#: what :func:`read_rows` asks of each row: key -> (check, what is allowed); ``ddp``
+#: rows also need the keys of :data:`DDP_ROW_KEYS`
+ROW_KEYS: dict[str, tuple[Callable[[object], bool], str]] = {
+    "case": (lambda v: isinstance(v, str) and bool(v), "a case name"),
+    "batch": (lambda v: type(v) is int and v >= 1, "an integer >= 1"),
+    "precision": (lambda v: isinstance(v, str) and bool(v), "a precision name"),
+    "variant": (lambda v: isinstance(v, str) and bool(v), "a variant name"),
+    "ddp": (lambda v: isinstance(v, bool), "true or false"),
+    "step_s": (lambda v: type(v) in (int, float) and v > 0, "seconds > 0"),  # type: ignore[operator]
+}
+DDP_ROW_KEYS: dict[str, tuple[Callable[[object], bool], str]] = {
+    "gradient_as_bucket_view": (lambda v: isinstance(v, bool), "true or false"),
+    "tensors": (lambda v: type(v) is int and v >= 1, "an integer >= 1"),
+    "ddp_log": (lambda v: isinstance(v, dict), "a mapping (what DDP logged; {} if nothing)"),
+}
+
+
+def read_rows(path: str) -> list[dict]:
+    """The rows of a file ``--out`` wrote, through the project's JSON reader (no NaN, no
+    repeated keys); a missing or mistyped field is a ConfigError naming ``rows[i].key``
+    (it was a KeyError or TypeError inside :func:`host_costs`, shown without a field)."""
+    from simcluster.errors import ConfigError
+    from simcluster.inputs import load_json
+
+    data = load_json(path, "ddp_overhead file")
+    rows = data.get("rows") if isinstance(data, dict) else data
+    if not isinstance(data, dict) or not isinstance(rows, list):
+        where = "rows" if isinstance(data, dict) else "<root>"
+        raise ConfigError(path, where, rows, "not a ddp_overhead file",
+                          "an object with a list of rows, as --out writes it")  # fmt: skip
+    for i, r in enumerate(rows):
+        if not isinstance(r, dict):
+            raise ConfigError(path, f"rows[{i}]", r, "not a ddp_overhead file: not a row",
+                              "an object, as --out writes it")  # fmt: skip
+        checks = {**ROW_KEYS, **(DDP_ROW_KEYS if r.get("ddp") is True else {})}
+        for key, (ok, allowed) in checks.items():
+            if key not in r or not ok(r[key]):
+                why = "missing field" if key not in r else "bad value"
+                raise ConfigError(path, f"rows[{i}].{key}", r.get(key),
+                                  f"not a ddp_overhead file: {why}", allowed)  # fmt: skip
+        buckets = (r.get("ddp_log") or {}).get("num_buckets_reduced")
+        if buckets is not None and not (type(buckets) is int and buckets >= 1):
+            raise ConfigError(path, f"rows[{i}].ddp_log.num_buckets_reduced", buckets,
+                              "not a ddp_overhead file: bad value", "an integer >= 1")  # fmt: skip
+    return rows
+
+
 def _summarize(paths: list[str]) -> int:
     """Print :func:`host_costs` of each file (``--summarize``)."""
+    from simcluster.errors import UserError
+
     for path in paths:
         try:
-            with open(path) as f:
-                rows = json.load(f)["rows"]
-            costs = host_costs(rows)
-        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
-            what = f"{type(exc).__name__}: {exc}"
-            print(f"calibrate.ddp_overhead: error: {path}: not a ddp_overhead file ({what})",
-                  file=sys.stderr)  # fmt: skip
+            costs = host_costs(read_rows(path))
+        except UserError as exc:
+            print(f"calibrate.ddp_overhead: error: {exc}", file=sys.stderr)
             return 2
         for h in costs:
             added = ", ".join(f"{v * 1e3:.2f}" for v in h["added_s"])
@@ -306,10 +355,15 @@ def _parse(a: argparse.Namespace) -> tuple[torch.device, list[str], list[str], l
 
     device = _device(a.device)
     cases = [c.strip() for c in a.cases.split(",") if c.strip()]
+    if not cases:  # "" would write a file with no rows
+        raise ConfigError(None, "--cases", a.cases, "no case given", ", ".join(CASES))
     for c in cases:
         if c not in CASES:
             raise ConfigError(None, "--cases", c, "unknown case", ", ".join(CASES))
     precs = [p.strip() for p in a.precisions.split(",") if p.strip()]
+    if not precs:
+        raise ConfigError(None, "--precisions", a.precisions, "no precision given",
+                          ", ".join(CALIBRATION_PRECISIONS))  # fmt: skip
     for p in precs:
         if p not in CALIBRATION_PRECISIONS:
             raise ConfigError(None, "--precisions", p, "unknown precision",
@@ -318,32 +372,42 @@ def _parse(a: argparse.Namespace) -> tuple[torch.device, list[str], list[str], l
         caps = [float(b) for b in a.bucket_mb.split(",") if b.strip()]
     except ValueError:
         caps = []
-    if not caps or min(caps) <= 0:
+    import math
+
+    # nan, inf or a cap past torch's int64 byte count was a traceback inside DDP
+    if not caps or not all(math.isfinite(c) and 0 < c <= MAX_BUCKET_MB for c in caps):
         raise ConfigError(None, "--bucket-mb", a.bucket_mb, "not a comma list of caps",
-                          "MiB > 0, e.g. 1,25")  # fmt: skip
+                          f"MiB > 0 and <= {MAX_BUCKET_MB} (1 TiB), e.g. 1,25")  # fmt: skip
     batch = 1 if a.batch is None else a.batch  # None: each case's own batch
     for flag, value, low in (("--warmup", a.warmup, 0), ("--reps", a.reps, 1),
                              ("--rounds", a.rounds, 1), ("--batch", batch, 1)):  # fmt: skip
         if value < low:
             raise ConfigError(None, flag, value, "out of range", f"an integer >= {low}")
-    import math
-
     if not math.isfinite(a.deadline_s) or a.deadline_s < 0:
         raise ConfigError(None, "--deadline-s", a.deadline_s, "out of range",
                           "seconds >= 0 (0: no deadline)")  # fmt: skip
     from simcluster.atomic import check_output_file
 
     check_output_file([("--out", a.out)], a.force)
+    _make_folder("--out", Path(a.out).expanduser().parent, a.out)  # not after the timing
     if a.trace_dir:
         folder = Path(a.trace_dir).expanduser()
+        if folder.resolve() == Path(a.out).expanduser().resolve():
+            raise UserError(f"--trace-dir {folder}: is the --out file; give each its own path")
         if folder.exists() and not folder.is_dir():
             raise UserError(f"--trace-dir {folder}: is a file, not a folder")
-        try:
-            folder.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            why = exc.strerror or exc
-            raise UserError(f"--trace-dir {folder}: cannot write there ({why})") from None
+        _make_folder("--trace-dir", folder, folder)
     return device, cases, precs, caps
+
+
+def _make_folder(flag: str, folder: Path, shown: str | Path) -> None:
+    """Create ``folder`` (and its parents) before any timing; one line if it cannot be."""
+    from simcluster.errors import UserError
+
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UserError(f"{flag} {shown}: cannot write there ({exc.strerror or exc})") from None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -385,9 +449,21 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         device, cases, precs, caps = _parse(a)
-    except UserError as exc:
+        return _run(a, argv, device, cases, precs, caps)
+    except UserError as exc:  # also a write refused after the timing (a full disk)
         print(f"calibrate.ddp_overhead: error: {exc}", file=sys.stderr)
         return 2
+
+
+def _run(
+    a: argparse.Namespace,
+    argv: list[str] | None,
+    device: torch.device,
+    cases: list[str],
+    precs: list[str],
+    caps: list[float],
+) -> int:
+    """Time every case and precision of the parsed flags, writing ``--out`` after each."""
     t0 = time.perf_counter()
     before = []
     if a.no_group_baseline:
@@ -414,10 +490,10 @@ def main(argv: list[str] | None = None) -> int:
     rows: list[dict] = list(before)
     traces = Path(a.trace_dir).expanduser() if a.trace_dir else None
 
-    def write() -> None:
-        Path(a.out).parent.mkdir(parents=True, exist_ok=True)  # checked at the start
-        with open(a.out, "w") as f:
-            json.dump({"provenance": meta, "rows": rows}, f, indent=1)
+    def write() -> None:  # atomic: a stop mid-write keeps the last whole file
+        from simcluster.atomic import write_text_atomic
+
+        write_text_atomic(a.out, json.dumps({"provenance": meta, "rows": rows}, indent=1))
 
     for case in cases:
         for p in precs:

@@ -69,6 +69,15 @@ def test_host_costs_clip_a_negative_cost_to_zero():
         (["--device", "tpu"], "--device: unknown device (got 'tpu')"),
         (["--out", "{mine}"], "--out {mine}: file exists; pass --force to overwrite it"),
         (["--trace-dir", "{mine}"], "--trace-dir {mine}: is a file, not a folder"),
+        # a cap DDP cannot turn into an int64 byte count was a traceback inside DDP
+        (["--bucket-mb", "nan"], "--bucket-mb: not a comma list of caps (got 'nan')"),
+        (["--bucket-mb", "1,inf"], "--bucket-mb: not a comma list of caps (got '1,inf')"),
+        (["--bucket-mb", "1e300"], "allowed: MiB > 0 and <= 1048576 (1 TiB)"),
+        # nothing to time: an empty list wrote a file with no rows and exit 0
+        (["--cases", " , "], "--cases: no case given (got ' , ')"),
+        (["--precisions", ""], "--precisions: no precision given (got '')"),
+        # the trace folder made where --out goes: an IsADirectoryError after the timing
+        (["--trace-dir", "{out}"], "--trace-dir {out}: is the --out file"),
     ],
 )
 def test_bad_flags_exit_2_before_timing(tmp_path, capsys, args, shown):
@@ -78,11 +87,24 @@ def test_bad_flags_exit_2_before_timing(tmp_path, capsys, args, shown):
     mine = tmp_path / "mine.json"
     mine.write_text('{"my": "notes"}')
     argv = ["--device", "cpu", "--out", str(tmp_path / "a.json")]
-    argv += [a.format(mine=mine) for a in args]
+    argv += [a.format(mine=mine, out=tmp_path / "a.json") for a in args]
     assert main(argv) == 2
     err = capsys.readouterr().err
-    assert "Traceback" not in err and shown.format(mine=mine) in err
+    assert "Traceback" not in err and shown.format(mine=mine, out=tmp_path / "a.json") in err
     assert mine.read_text() == '{"my": "notes"}' and not (tmp_path / "a.json").exists()
+
+
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs Linux's /proc")
+def test_out_folder_that_cannot_be_made_exits_2_before_timing(capsys):
+    """The folder of --out is made before the timing (it was made at the first write,
+    after the first case: a FileNotFoundError traceback there)."""
+    pytest.importorskip("torch")
+    from calibrate.ddp_overhead import main
+
+    out = "/proc/simcluster-no-such/a.json"
+    assert main(["--device", "cpu", "--cases", "small_cnn", "--out", out]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and f"--out {out}: cannot" in err and "\n" not in err.strip()
 
 
 def test_missing_out_and_bad_summary_file_exit_2(tmp_path, capsys):
@@ -136,3 +158,53 @@ def test_tiny_cpu_run_writes_every_variant(tmp_path):
     # gradients; 25 MiB holds them in one
     assert ddp[0]["ddp_log"]["num_buckets_reduced"] > 1
     assert ddp[2]["ddp_log"]["num_buckets_reduced"] == 1
+
+
+@pytest.mark.parametrize(
+    "change, shown",
+    [
+        # each was "not a ddp_overhead file (TypeError: unhashable type: 'list')" or
+        # similar, naming no field; nan, inf and negative times were summarized (exit 0)
+        (lambda rs: rs[0].__setitem__("batch", [1]), "rows[0].batch: not a ddp_overhead file"),
+        (lambda rs: rs[1].__setitem__("step_s", "fast"), "rows[1].step_s: not a ddp_overhead"),
+        (lambda rs: rs[0].__setitem__("step_s", -1.0), "rows[0].step_s: not a ddp_overhead"),
+        (lambda rs: rs[1].__setitem__("step_s", float("nan")), "rows[1].step_s: not a finite"),
+        (lambda rs: rs[1].pop("gradient_as_bucket_view"), "rows[1].gradient_as_bucket_view"),
+        (lambda rs: rs[3]["ddp_log"].__setitem__("num_buckets_reduced", "two"),
+         "rows[3].ddp_log.num_buckets_reduced: not a ddp_overhead file: bad value (got 'two')"),
+        (lambda rs: rs.__setitem__(2, None), "rows[2]: not a ddp_overhead file: not a row"),
+    ],
+)  # fmt: skip
+def test_a_bad_row_in_a_summarized_file_is_named_by_its_field(tmp_path, capsys, change, shown):
+    pytest.importorskip("torch")
+    from calibrate.ddp_overhead import main
+
+    rows = _rows(0.030, 161, 25e-6, 0.2e-3, (35, 4))
+    change(rows)
+    bad = tmp_path / "b.json"
+    bad.write_text(json.dumps({"rows": rows}))  # nan is written as NaN, as json.dump does
+    assert main(["--summarize", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and f"{bad}: {shown}" in err and len(err.splitlines()) == 1
+
+
+def test_bench_ddp_overhead_model_names_a_bad_file_or_profile(tmp_path, capsys):
+    """bench/ddp_overhead_model.py reads files through read_rows (a missing file, a bad
+    row and an unknown --profile were tracebacks)."""
+    pytest.importorskip("torch")
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("dom", ROOT / "bench/ddp_overhead_model.py")
+    dom = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(dom)
+    bad = tmp_path / "b.json"
+    bad.write_text(json.dumps({"rows": [{"case": "resnet50", "step_s": "fast"}]}))
+    good = ROOT / "calibrate/measurements/h200-2026-11-28/ddp-overhead-run1.json"
+    for argv, shown in (
+        ([str(tmp_path / "nope.json")], "no such ddp_overhead file"),
+        ([str(bad)], f"{bad}: rows[0].batch: not a ddp_overhead file: missing field"),
+        (["--profile", "h200-measurd", str(good)], "did you mean 'h200-measured'"),
+    ):
+        assert dom.main(argv) == 2
+        err = capsys.readouterr().err
+        assert "Traceback" not in err and shown in err and len(err.splitlines()) == 1

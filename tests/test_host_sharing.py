@@ -161,3 +161,48 @@ def test_a_bad_core_count_in_a_live_run_is_named(tmp_path):
     bad.write_text(json.dumps(data))
     with pytest.raises(ConfigError, match="machine.cpus"):
         validate_live(bad, tmp_path / "work")
+
+
+def _sweep_rows(data):
+    s = data["gloo"]["samples"]
+    return s if isinstance(s, list) else [s]
+
+
+@pytest.mark.parametrize(
+    "change, match",
+    [
+        # each was "<root>: malformed live-run file (AttributeError / ZeroDivisionError /
+        # ValueError / KeyError: ...)", naming no field
+        (lambda d: d.__setitem__("machine", None), r"machine: not a mapping \(got None\)"),
+        (lambda d: d.__setitem__("machine", "vm"), r"machine: not a mapping \(got 'vm'\)"),
+        (
+            lambda d: [w.__setitem__("world", 1.5) for w in _sweep_rows(d)],
+            r"gloo.samples.world: not a process count \(got 1.5\)",
+        ),
+        (
+            lambda d: [
+                w["ops"]["allreduce"][0].__setitem__("rank_mean_median_s", "x")
+                for w in _sweep_rows(d)
+            ],  # fmt: skip
+            r"gloo.samples.ops.allreduce\[0\].rank_mean_median_s: not a positive finite",
+        ),
+        (
+            lambda d: [w["ops"].pop("allreduce") for w in _sweep_rows(d)],
+            r"bad.json: the run's own gloo sweep .*: allreduce was not timed at P=2 "
+            r"\(timed: allgather, broadcast\)",
+        ),
+    ],
+)
+def test_a_malformed_machine_or_sweep_in_a_live_run_is_named(tmp_path, change, match):
+    from simcluster.errors import UserError
+    from simcluster.paths import project_root
+    from simcluster.validation.live import validate_live
+
+    src = project_root() / "scenarios/references/live/epyc-2x1-r1.json"
+    data = json.loads(src.read_text())
+    change(data)
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(data))
+    with pytest.raises(UserError, match=match) as err:
+        validate_live(bad, tmp_path / "work")
+    assert "malformed live-run file" not in str(err.value)

@@ -111,6 +111,24 @@ def test_ddp_host_costs_read_from_a_profile(tmp_path):
         load_profile(_write(tmp_path, meas, "m.json"))
 
 
+@pytest.mark.parametrize(
+    "host, match",
+    [
+        ("fast", r"device.roofline.host: not a mapping \(got 'fast'\)"),
+        (None, r"device.roofline.host: not a mapping \(got None\)"),
+        ([1e-3], r"device.roofline.host: not a mapping"),
+        ({"ddp_hooks_s": 1e-5}, r"host.ddp_hooks_s: unknown key .*did you mean 'ddp_hook_s'"),
+    ],
+)
+def test_measured_roofline_host_is_a_mapping_of_known_keys(tmp_path, host, match):
+    """A measured profile's ``device.roofline.host`` that is not a mapping, or a misspelt
+    key in it, was ignored: the DDP defaults were used without a word."""
+    meas = json.loads((profiles_dir() / "cpu-xeon-1core.json").read_text())
+    meas["device"]["roofline"]["host"] = host
+    with pytest.raises(ConfigError, match=match):
+        load_profile(_write(tmp_path, meas, "m.json"))
+
+
 def test_schema_version_true_is_not_1(tmp_path):
     data = _spec()
     data["schema_version"] = True

@@ -281,6 +281,18 @@ def test_bad_reference_range_is_a_config_error(tmp_path):
             load_reference_file(p)
 
 
+@pytest.mark.parametrize("group", ["", "   "])
+def test_an_empty_group_name_is_a_config_error(tmp_path, group):
+    """A blank ``group`` was summarised as a group with no name (exit 0)."""
+    case = {"id": "a", "what": "w", "source": "s", "scenario": "s.yaml", "confidence": "low",
+            "metric": {"kind": "field", "schedule": "ddp", "field": "f"}, "reference": 1.0,
+            "group": group}  # fmt: skip
+    p = tmp_path / "r.yaml"
+    p.write_text(yaml.safe_dump({"paper": "x", "source": "y", "cases": [case]}))
+    with pytest.raises(ConfigError, match=r"cases\[0\]\.group: an empty group name"):
+        load_reference_file(p)
+
+
 def test_transform_range_and_dropped_cases_in_a_run(tmp_path, tiny_scenario):
     ratio = {
         "kind": "ratio",

@@ -380,6 +380,28 @@ def _get(data: Any, path: tuple[str, ...], file: str, prefix: str) -> Any:
     return cur
 
 
+#: keys of ``device.roofline.host``: the host's measured copy rate (bytes/s) and launch
+#: cost (s) (``simcluster calibrate``), DDP's host costs per gradient tensor and per
+#: bucket (s; :data:`simcluster.compute.profile.DDP_HOOK_S`, ``DDP_BUCKET_S``)
+ROOFLINE_HOST_KEYS = ("memory_bandwidth", "launch_overhead_s", "ddp_hook_s", "ddp_bucket_s")
+
+
+def _check_roofline_host(host: Any, file: str) -> None:
+    """``device.roofline.host`` is a mapping of :data:`ROOFLINE_HOST_KEYS` (a list, a null
+    or a misspelt ``ddp_hooks_s`` was ignored: the defaults were used without a word)."""
+    from simcluster.errors import did_you_mean
+
+    where = "device.roofline.host"
+    if not isinstance(host, dict):
+        raise ConfigError(file, where, host, "not a mapping", ", ".join(ROOFLINE_HOST_KEYS))
+    for key in host:
+        if key not in ROOFLINE_HOST_KEYS:
+            raise ConfigError(
+                file, f"{where}.{key}", key, "unknown key", ROOFLINE_HOST_KEYS,
+                suggestions=did_you_mean(key, ROOFLINE_HOST_KEYS),
+            )  # fmt: skip
+
+
 class MeasuredProfile(DeviceProfile):
     """Kernel times from fitted cost models (``kind`` ``measured`` or ``derived``).
 
@@ -502,8 +524,9 @@ class MeasuredProfile(DeviceProfile):
             int(roof.get("sm_count", 0) or 0) if isinstance(roof, dict) else 0,
         )  # fmt: skip
         host = roof.get("host", {}) if isinstance(roof, dict) else {}
+        _check_roofline_host(host, file)
         for key in ("ddp_hook_s", "ddp_bucket_s"):  # DDP's host-bound costs, when measured
-            if isinstance(host, dict) and key in host:
+            if key in host:
                 where = f"device.roofline.host.{key}"
                 setattr(prof, key, check_number(host[key], file, where, 0.0, 1.0))
         return prof

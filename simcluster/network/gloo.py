@@ -197,14 +197,28 @@ class GlooModel:
     def constants(self, op: str, world: int) -> tuple[float, float, str]:
         """(alpha, beta, how) for ``op`` on ``world`` processes."""
         if world in self.worlds:
-            c = self.worlds[world][op]
+            c = self._timed(op, world)
             return float(c["alpha_s"]), float(c["beta_s_per_byte"]), f"measured at P={world}"
         below = [p for p in self.worlds if p < world]
         base = max(below) if below else min(self.worlds)
         share = self.share(world) / self.share(base)
-        c = self.worlds[base][op]
+        c = self._timed(op, base)
         how = f"P={base} scaled by CPU sharing x{share:.2f}"
         return float(c["alpha_s"]) * share, float(c["beta_s_per_byte"]) * share, how
+
+    def _timed(self, op: str, world: int) -> Mapping[str, Any]:
+        """The constants of ``op`` measured at ``world`` processes; a sweep that did not
+        time ``op`` there is the user's one line (it was a KeyError)."""
+        c = self.worlds[world].get(op)
+        if not isinstance(c, Mapping):
+            have = sorted(k for k, v in self.worlds[world].items() if isinstance(v, Mapping))
+            from simcluster.errors import UserError
+
+            raise UserError(
+                f"{self.source or 'gloo model'}: {op} was not timed at P={world} (timed: "
+                f"{', '.join(have) or 'none'}); the run calls it, so its sweep must time it"
+            )
+        return c
 
     def share(self, world: int) -> float:
         """CPU-sharing factor at ``world`` processes: measured, or interpolated

@@ -154,6 +154,13 @@ class Case(StrictModel):
         None, description="sub-set of the file (e.g. a system kind) also summarised on its own"
     )
 
+    @field_validator("group")
+    @classmethod
+    def _named_group(cls, v: str | None) -> str | None:
+        if v is not None and not v.strip():  # was summarised as a group with no name
+            raise ValueError("an empty group name (leave group out for none)")
+        return v
+
     @field_validator("scenario")
     @classmethod
     def _usable_path(cls, v: str | None) -> str | None:

@@ -297,6 +297,10 @@ def _load(path: str | Path) -> dict[str, Any]:
     for key in ("config", "calibration", "ranks"):
         if key not in data:
             raise ConfigError(str(p), key, None, "missing field")
+    machine = data.get("machine", {})
+    if not isinstance(machine, dict):  # was an AttributeError, 'malformed live-run file'
+        allowed = "a mapping with cpus, cpu_model, ... as calibrate.live records it"
+        raise ConfigError(str(p), "machine", machine, "not a mapping", allowed)
     return data
 
 
@@ -571,6 +575,10 @@ def validate_live(
 
     try:
         return _validate_live(path, workdir, profile, network)
+    except ConfigError:
+        raise
+    except UserError as exc:  # a model's own line (a collective the sweep did not time)
+        raise UserError(f"{p}: {exc}") from None
     except SimulationError as exc:  # the ranks' recorded collective calls do not pair up
         raise ConfigError(
             str(p), "ranks[*].patterns.*.ops", None,
@@ -654,12 +662,12 @@ def _check_sweep(w: Any, file: str, at: str) -> None:
     test's ``compute.factor``."""
     if not isinstance(w, dict):
         raise ConfigError(file, at, w, "not a gloo sweep", "a mapping with world, ops, compute")
-    world = w.get("world")
-    try:
-        ok = int(world) >= 1
-    except (TypeError, ValueError):
-        ok = False
-    if not ok:
+    world = w.get("world")  # 1.5 was int()-ed to 1: a ZeroDivisionError later
+    whole = (isinstance(world, int | float) and not isinstance(world, bool)
+             and math.isfinite(world) and world == int(world))  # fmt: skip
+    if isinstance(world, str):  # network profiles write the count as text ("2")
+        whole = world.strip().isdigit()
+    if not whole or int(world) < 1:
         raise ConfigError(file, f"{at}.world", world, "not a process count", "an integer >= 1")
     ops = w.get("ops")
     if not isinstance(ops, dict) or not ops:
@@ -683,6 +691,9 @@ def _check_sweep(w: Any, file: str, at: str) -> None:
                 raise ConfigError(file, row, r, "not a timed size", "a mapping with nbytes, mean_s")
             _positive(r.get("nbytes"), file, f"{row}.nbytes", "bytes")
             _positive(r.get("mean_s", r.get("median_s")), file, f"{row}.mean_s", "seconds")
+            for key in ("median_s", "rank_mean_median_s"):  # optional: the exit spread's
+                if key in r:
+                    _positive(r[key], file, f"{row}.{key}", "seconds")
     compute = w.get("compute")
     factor = compute.get("factor") if isinstance(compute, dict) else None
     _positive(factor, file, f"{at}.compute.factor", "a CPU-sharing factor")
