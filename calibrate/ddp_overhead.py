@@ -244,14 +244,14 @@ def time_plain_without_group(
 
 
 def host_costs(rows: list[dict]) -> list[dict]:
-    """Per (case, batch, precision, run order): DDP's added seconds split into a cost per
-    gradient tensor and a cost per bucket (one collective call each).
+    """Per (case, batch, precision): DDP's added seconds split into a cost per gradient
+    tensor and a cost per bucket (one collective call each).
 
     Model: ``step(DDP, cap) - step(plain) = tensors * per_tensor_s + buckets(cap) *
     per_call_s`` over the variants without gradient views, solved by least squares with
     both costs >= 0 (two caps: exactly). ``buckets`` is what DDP logged
-    (``num_buckets_reduced``). Rows of one file in file order; a repeated case starts a
-    new group."""
+    (``num_buckets_reduced``). Rows of one file with the same case, batch and precision
+    form one group, measured against the group's first plain step."""
     import numpy as np
 
     groups: dict[tuple, list[dict]] = {}
@@ -354,13 +354,13 @@ def _parse(a: argparse.Namespace) -> tuple[torch.device, list[str], list[str], l
     from .cli import _device
 
     device = _device(a.device)
-    cases = [c.strip() for c in a.cases.split(",") if c.strip()]
+    cases = list(dict.fromkeys(c.strip() for c in a.cases.split(",") if c.strip()))
     if not cases:  # "" would write a file with no rows
         raise ConfigError(None, "--cases", a.cases, "no case given", ", ".join(CASES))
     for c in cases:
         if c not in CASES:
             raise ConfigError(None, "--cases", c, "unknown case", ", ".join(CASES))
-    precs = [p.strip() for p in a.precisions.split(",") if p.strip()]
+    precs = list(dict.fromkeys(p.strip() for p in a.precisions.split(",") if p.strip()))
     if not precs:
         raise ConfigError(None, "--precisions", a.precisions, "no precision given",
                           ", ".join(CALIBRATION_PRECISIONS))  # fmt: skip
