@@ -49,7 +49,7 @@ from simcluster.schedules.training import (
     optimizer_step,
 )
 
-__all__ = ["DDP", "DDPOptions"]
+__all__ = ["DDP", "DDPOptions", "first_bucket_mb"]
 
 
 class DDPOptions(Options):
@@ -58,8 +58,8 @@ class DDPOptions(Options):
         1.0,
         gt=0,
         le=4096,
-        description="first bucket cap, MiB (torch 2.x: 1 MiB only while bucket_cap_mb is left "
-        "at its default; an explicit bucket_cap_mb gives the first bucket that cap too)",
+        description="first bucket cap, MiB (default: 1 MiB while bucket_cap_mb is left at its "
+        "default, else bucket_cap_mb, as torch 2.x does)",
     )
     algorithm: algorithm_name("allreduce") = "auto"
     gradient_dtype: Literal["fp32", "fp16", "bf16"] = Field(
@@ -84,6 +84,17 @@ class DDPOptions(Options):
     )
 
 
+def first_bucket_mb(o: DDPOptions) -> float:
+    """The first bucket's cap, MiB, as torch 2.x sets it (``torch/nn/parallel/distributed.py``,
+    the first-bucket optimisation): 1 MiB while ``bucket_cap_mb`` is left at its default,
+    the same cap as the others once ``bucket_cap_mb`` is given; an explicit
+    ``first_bucket_mb`` wins."""
+    given = o.model_fields_set
+    if "bucket_cap_mb" in given and "first_bucket_mb" not in given:
+        return o.bucket_cap_mb
+    return o.first_bucket_mb
+
+
 @register
 class DDP(Schedule):
     name = "ddp"
@@ -105,7 +116,7 @@ class DDP(Schedule):
         if apex:
             buckets = apex_buckets(grad_tensors(ctx.model), o.message_size)
         else:
-            buckets = make_buckets(ctx.model, o.bucket_cap_mb * MB, o.first_bucket_mb * MB, wire)
+            buckets = make_buckets(ctx.model, o.bucket_cap_mb * MB, first_bucket_mb(o) * MB, wire)
         deps = ddp_backward(
             prog,
             ctx,
