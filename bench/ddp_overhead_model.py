@@ -1,12 +1,11 @@
 """DDP's own cost: measured (one-rank DDP against the plain step) vs the framework model.
 
 For every case of the given ``calibrate.ddp_overhead`` files, prints the measured
-step time each DDP variant adds over the plain step and what
-:mod:`simcluster.schedules.frameworks` adds for the same model, batch, precision and
-bucket cap on a device profile: the copy-in hooks (:func:`hook_time`), one
-``ddp_bucket_s`` per bucket, and the copy-out kernels unless gradients are bucket
-views. Buckets are PyTorch's with an explicit ``bucket_cap_mb`` (the first bucket
-takes the same cap, as DDP's rebuilt buckets did in these runs).
+step time each DDP variant adds over the plain step and what the ``ddp`` schedule adds
+for the same model and bucket cap on a device profile: its ``framework`` ops
+(:mod:`simcluster.schedules.frameworks`: the copy-in hooks, one ``ddp_bucket_s`` per
+bucket, and the copy-out kernels unless gradients are bucket views). The cap is given
+explicitly, as the measured runs gave it, so the first bucket takes it too.
 
     python bench/ddp_overhead_model.py --profile h200-measured-2026-11-28 \\
         calibrate/measurements/h200-2026-11-28/ddp-overhead-run*.json
@@ -22,8 +21,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from simcluster.compute import load_profile  # noqa: E402
 from simcluster.errors import ConfigError, UserError  # noqa: E402
-from simcluster.schedules.frameworks import hook_time, per_tensor_copy_time  # noqa: E402
-from simcluster.schedules.training import MB, make_buckets  # noqa: E402
 from simcluster.workload import build_model  # noqa: E402
 
 #: calibrate.ddp_overhead case -> (zoo model, input size, classes)
@@ -31,13 +28,21 @@ ZOO = {"resnet50": ("resnet50", 224, 1000), "bert_large-128": ("bert_large", 128
 
 
 def model_added_s(profile, model, cap_mb: float, views: bool) -> tuple[float, int]:
-    """Seconds the framework model adds to one step at ``cap_mb``, and its bucket count."""
-    buckets = make_buckets(model, cap_mb * MB, cap_mb * MB, 4)
-    t = sum(hook_time(profile, b.tensors) for b in buckets)
-    t += len(buckets) * profile.ddp_bucket_s
-    if not views:
-        t += sum(per_tensor_copy_time(profile, b.tensors, 8) for b in buckets)
-    return t, len(buckets)
+    """Seconds the framework model adds to one step at ``cap_mb``, and its bucket count:
+    the ``framework`` ops (copy-in hooks, per-bucket calls, copy-out) of the ``ddp``
+    schedule itself, built at 2 ranks of one NVSwitch node (one rank syncs nothing) with
+    an explicit cap, as the measured runs set it, and without the buffer broadcast, which
+    the measured split does not separate."""
+    from simcluster.schedules import BuildContext, get_schedule
+    from simcluster.topology import load_topology
+
+    cls = get_schedule("ddp")
+    opts = cls.Options(bucket_cap_mb=cap_mb, gradient_as_bucket_view=views,
+                       broadcast_buffers=False)  # fmt: skip
+    ctx = BuildContext(load_topology("h100-nvswitch"), 2, model, profile, 1, "fp32", 1, 0)
+    ops = cls(opts).build(ctx).classes[0].ops
+    added = sum(op.duration for op in ops if op.category == "framework")
+    return added, sum(1 for op in ops if op.is_collective and op.call.op == "allreduce")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -63,6 +68,7 @@ def _compare(files: list[str], profile: str) -> int:
           f"{'meas +ms':>9s} {'model +ms':>9s} {'buckets':>11s}")  # fmt: skip
     for f in files:
         rows = read_rows(f)  # checked row by row, named by rows[i].key
+        models: dict[str, object] = {}
         plain = {(r["case"], r["precision"]): r["step_s"] for r in rows if r["variant"] == "plain"}
         for r in rows:
             if not r["ddp"] or r["case"] not in ZOO:
@@ -72,7 +78,9 @@ def _compare(files: list[str], profile: str) -> int:
             if type(cap) not in (int, float) or not cap > 0:
                 raise ConfigError(f, f"rows[{rows.index(r)}].bucket_cap_mb", cap, "bad value",
                                   "MiB > 0, as calibrate.ddp_overhead writes it")  # fmt: skip
-            model = build_model(name, size, classes)
+            if name not in models:
+                models[name] = build_model(name, size, classes)
+            model = models[name]
             added, n = model_added_s(prof, model, r["bucket_cap_mb"], r["gradient_as_bucket_view"])
             base = plain[(r["case"], r["precision"])]
             logged = (r.get("ddp_log") or {}).get("num_buckets_reduced", "?")
