@@ -15,7 +15,7 @@ simulator must reproduce from the framework model of
 
 Cases (``--cases``): ``resnet50`` (224 px, SGD with momentum), ``bert_large-128``
 (AdamW, backward from a fixed output gradient), and ``small_cnn`` (32 px; a quick
-CPU check). Batches per case: ``--batches`` or each case's first anchor batch.
+CPU check). Batch: ``--batch`` or each case's own (:data:`CASES`).
 
 Timing: CUDA events (wall clock on a CPU); every variant is built once, then
 ``--rounds`` rounds visit the variants in turn (so drift hits all of them alike),
@@ -178,13 +178,48 @@ def time_case(
     rounds: int,
     trace_dir: Path | None = None,
 ) -> list[dict]:
-    """Rows (one per variant) of seconds per step for one case, batch and precision;
-    with ``trace_dir``, one more step of each variant is profiled there (gzipped Kineto
-    trace ``<case>-b<batch>-<precision>-<variant>.json.gz``)."""
+    """Rows (one per variant of :func:`variants`) of seconds per step for one case, batch
+    and precision; with ``trace_dir``, one more step of each variant is profiled there
+    (gzipped Kineto trace ``<case>-b<batch>-<precision>-<variant>.json.gz``)."""
+    return _time_variants(
+        case, batch, device, precision, variants(bucket_mb), warmup, reps, rounds, trace_dir
+    )
+
+
+def time_plain_without_group(
+    case: str,
+    batch: int,
+    device: torch.device,
+    precision: str,
+    warmup: int,
+    reps: int,
+    rounds: int,
+) -> dict:
+    """The plain step timed before any process group exists (variant ``plain-no-group``):
+    a group's background threads (NCCL's watchdog polls its events) can slow a step
+    whose host side is its critical path, which the in-group ``plain`` would hide."""
+    v = {"variant": "plain-no-group", "ddp": False}
+    (row,) = _time_variants(case, batch, device, precision, [v], warmup, reps, rounds)
+    return row
+
+
+def _time_variants(
+    case: str,
+    batch: int,
+    device: torch.device,
+    precision: str,
+    vs: list[dict],
+    warmup: int,
+    reps: int,
+    rounds: int,
+    trace_dir: Path | None = None,
+) -> list[dict]:
+    """Build every variant of ``vs``, then time them in ``rounds`` interleaved rounds;
+    a row per variant, ``over_plain`` against the first."""
     model, size, _ = CASES[case]
     with math_mode(precision):
         built = []
-        for v in variants(bucket_mb):
+        for v in vs:
             step, info, net = build_step(model, size, batch, device, precision, v)
             built.append((v, step, info, net))
         timer = Timer(device, warmup=warmup, reps=reps, min_sample_s=0.0)
@@ -214,33 +249,6 @@ def time_case(
     if device.type == "cuda":
         torch.cuda.empty_cache()
     return rows
-
-
-def time_plain_without_group(
-    case: str,
-    batch: int,
-    device: torch.device,
-    precision: str,
-    warmup: int,
-    reps: int,
-    rounds: int,
-) -> dict:
-    """The plain step timed before any process group exists (variant ``plain-no-group``):
-    a group's background threads (NCCL's watchdog polls its events) can slow a step
-    whose host side is its critical path, which the in-group ``plain`` would hide."""
-    model, size, _ = CASES[case]
-    v = {"variant": "plain-no-group", "ddp": False}
-    with math_mode(precision):
-        step, info, _ = build_step(model, size, batch, device, precision, v)
-        timer = Timer(device, warmup=warmup, reps=reps, min_sample_s=0.0)
-        rs = [timer.measure(step).samples for _ in range(rounds)]
-    est = min(statistics.median(r) for r in rs)
-    del step
-    if device.type == "cuda":
-        torch.cuda.empty_cache()
-    return {"case": case, "model": model, "input_size": size, "batch": batch,
-            "precision": precision, **v, **info, "step_s": float(f"{est:.6g}"),
-            "rounds_s": [[float(f"{s:.6g}") for s in r] for r in rs]}  # fmt: skip
 
 
 def host_costs(rows: list[dict]) -> list[dict]:
