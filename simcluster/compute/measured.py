@@ -43,6 +43,7 @@ from simcluster.compute.precision import (
     required_peak,
 )
 from simcluster.compute.profile import (
+    DDP_HOST_KEYS,
     KERNEL_FAMILIES,
     PASSES,
     PRECISIONS,
@@ -383,7 +384,7 @@ def _get(data: Any, path: tuple[str, ...], file: str, prefix: str) -> Any:
 #: keys of ``device.roofline.host``: the host's measured copy rate (bytes/s) and launch
 #: cost (s) (``simcluster calibrate``), DDP's host costs per gradient tensor and per
 #: bucket (s; :data:`simcluster.compute.profile.DDP_HOOK_S`, ``DDP_BUCKET_S``)
-ROOFLINE_HOST_KEYS = ("memory_bandwidth", "launch_overhead_s", "ddp_hook_s", "ddp_bucket_s")
+ROOFLINE_HOST_KEYS = ("memory_bandwidth", "launch_overhead_s", *DDP_HOST_KEYS)
 
 
 def _check_roofline_host(host: Any, file: str) -> None:
@@ -525,7 +526,7 @@ class MeasuredProfile(DeviceProfile):
         )  # fmt: skip
         host = roof.get("host", {}) if isinstance(roof, dict) else {}
         _check_roofline_host(host, file)
-        for key in ("ddp_hook_s", "ddp_bucket_s"):  # DDP's host-bound costs, when measured
+        for key in DDP_HOST_KEYS:  # DDP's host-bound costs, when measured
             if key in host:
                 where = f"device.roofline.host.{key}"
                 setattr(prof, key, check_number(host[key], file, where, 0.0, 1.0))

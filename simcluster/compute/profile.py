@@ -90,6 +90,8 @@ DDP_HOOK_S = 24.0e-6
 #: allreduce call with its work and future bookkeeping and the wait for it after backward.
 #: A profile's ``host.ddp_bucket_s`` replaces it.
 DDP_BUCKET_S = 0.19e-3
+#: the host-section keys a profile may set to replace them
+DDP_HOST_KEYS = ("ddp_hook_s", "ddp_bucket_s")
 
 
 class DeviceProfile(ABC):
@@ -193,8 +195,9 @@ class SpecProfile(DeviceProfile):
             "efficiency": float(host.get("efficiency", 0.5)),
             "launch_overhead_s": float(host.get("launch_overhead_s", 2e-6)),
         }
-        for key, default in (("ddp_hook_s", DDP_HOOK_S), ("ddp_bucket_s", DDP_BUCKET_S)):
-            setattr(self, key, float(default if host.get(key) is None else host[key]))
+        for key in DDP_HOST_KEYS:  # else the class defaults, DDP_HOOK_S / DDP_BUCKET_S
+            if host.get(key) is not None:
+                setattr(self, key, float(host[key]))
         # Sparsification timed per call at a few sizes ("device.dgc" -> (numel, seconds)).
         self.sparsify_measured: dict[str, tuple[tuple[float, ...], tuple[float, ...]]] = {
             key: (tuple(map(float, t["numel"])), tuple(map(float, t["seconds"])))

@@ -72,7 +72,13 @@ from collections.abc import Sequence
 
 from simcluster.compute.profile import DeviceProfile
 from simcluster.program import CollectiveCall, RankClass, collective, compute
-from simcluster.schedules.training import Bucket, GradTensor, grad_tensors, micro_steps
+from simcluster.schedules.training import (
+    Bucket,
+    GradTensor,
+    grad_tensors,
+    micro_steps,
+    torch_buckets,
+)
 
 __all__ = [
     "APEX_MESSAGE_SIZE",
@@ -126,19 +132,9 @@ def cast_time(profile: DeviceProfile, numel: int, from_bytes: int, to_bytes: int
 
 
 def apex_buckets(tensors: Sequence[GradTensor], message_size: int) -> list[Bucket]:
-    """apex DDP's buckets: a bucket closes once it holds >= ``message_size`` elements."""
-    out: list[Bucket] = []
-    current: list[GradTensor] = []
-    numel = 0
-    for t in tensors:
-        current.append(t)
-        numel += t.numel
-        if numel >= message_size:
-            out.append(Bucket(len(out), tuple(current)))
-            current, numel = [], 0
-    if current:
-        out.append(Bucket(len(out), tuple(current)))
-    return out
+    """apex DDP's buckets: a bucket closes once it holds >= ``message_size`` elements
+    (torch's closing rule, :func:`torch_buckets`, counted in elements, no small first)."""
+    return torch_buckets(tensors, message_size, message_size, 1)
 
 
 def horovod_cycle_wait(cycle_time_ms: float) -> float:
