@@ -45,7 +45,6 @@ microbenchmarks of the same processes, never from the phases compared.
 
 from __future__ import annotations
 
-import difflib
 import json
 import math
 import re
@@ -56,7 +55,7 @@ from typing import Any
 
 import yaml
 
-from simcluster.errors import ConfigError, UserError
+from simcluster.errors import ConfigError, UserError, did_you_mean
 
 __all__ = [
     "LiveReport",
@@ -679,7 +678,7 @@ def _check_sweep(w: Any, file: str, at: str) -> None:
             known = [f"{o}{x}" for o in OPS for x in ("", SKEWED, COMPUTED)]
             raise ConfigError(
                 file, f"{at}.ops", op, "not a collective the gloo model knows", known,
-                suggestions=difflib.get_close_matches(str(op), known, n=1),
+                suggestions=did_you_mean(str(op), known, n=1),
             )  # fmt: skip
         if not isinstance(op_rows, list) or not op_rows:
             raise ConfigError(
