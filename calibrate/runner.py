@@ -544,6 +544,40 @@ def cache_size(device: torch.device, threads: int) -> tuple[float, str]:
     return 0.0, "unknown (no sysfs cache information)"
 
 
+def llc_size(
+    device: torch.device, base: str = "/sys/devices/system/cpu/cpu0/cache"
+) -> tuple[float, str]:
+    """Bytes of the last-level cache, and where the number came from.
+
+    CPU: the highest-level data or unified cache of cpu0 in sysfs (``base``), one
+    instance (a streaming kernel on an otherwise idle socket has all of it); CUDA: the
+    GPU's L2, its last level (as :func:`cache_size`).
+    """
+    if device.type == "cuda":
+        return cache_size(device, 1)
+    best: tuple[int, float, str] | None = None
+    try:
+        for idx in sorted(os.listdir(base)):
+            d = os.path.join(base, idx)
+            if not idx.startswith("index"):
+                continue
+            with open(os.path.join(d, "level")) as f:
+                level = int(f.read().strip())
+            with open(os.path.join(d, "type")) as f:
+                kind = f.read().strip()
+            if kind not in ("Unified", "Data"):
+                continue
+            with open(os.path.join(d, "size")) as f:
+                size = f.read().strip().upper()
+            mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(size[-1:], 1)
+            nbytes = float(size.rstrip("KMG")) * mult
+            if best is None or level > best[0]:
+                best = (level, nbytes, f"{base}/{idx}: L{level} {size}")
+    except (OSError, ValueError):
+        return 0.0, "unknown (no sysfs cache information)"
+    return (best[1], best[2]) if best else (0.0, "unknown (no sysfs cache information)")
+
+
 def _canary(device: torch.device) -> Callable[[], object]:
     a = torch.randn(256, 256, device=device)
     b = torch.randn(256, 256, device=device)
@@ -886,10 +920,13 @@ def calibrate(
     ]
     if missing:
         raise RuntimeError(f"op classes without samples: {missing}")
-    kernels, kernel_samples = _fit_kernels(kernel_items, results, device, cache_bytes)
+    llc_bytes, llc_origin = llc_size(device)
+    kernels, kernel_samples = _fit_kernels(kernel_items, results, device, llc_bytes)
     roof, roof_samples = _roofline(roof_items, results, plan)
     roof["cache_bytes"] = cache_bytes
     roof["cache_origin"] = cache_origin
+    roof["llc_bytes"] = llc_bytes
+    roof["llc_origin"] = llc_origin
     prov = device_provenance(device, threads)
     prov.update(
         {
@@ -990,6 +1027,21 @@ def _measurement(raw: dict) -> Measurement:
     return Measurement([float(x) for x in raw["samples_s"]], int(raw.get("inner", 1)), 0)
 
 
+def refit_kernels(data: dict[str, Any], llc_bytes: float) -> dict[str, Any]:
+    """``device.kernels`` fitted again from the profile's kernel samples, the ``*_spill``
+    features counted beyond ``llc_bytes`` (bytes), as calibration fits them."""
+    items: list[Item] = []
+    results: dict[str, list[dict[str, Measurement]]] = {}
+    for i, s in enumerate(data["samples"]["kernels"]):
+        key = f"kernel/{i}"
+        params = {k: v for k, v in s.items() if k not in ("family", "rounds", "estimate_s")}
+        items.append(Item(key, s["family"], params, lambda t: {}, torch.device("cpu")))
+        results[key] = [{"t": _measurement(r)} for r in s["rounds"]]
+    device = torch.device(str(data["provenance"].get("device", "cpu")))
+    kernels, _ = _fit_kernels(items, results, device, llc_bytes)
+    return kernels
+
+
 def refit(data: dict[str, Any]) -> dict[str, Any]:
     """The profile refitted from its own samples (no measurement): new cost models, same
     samples; the whole-model checks are re-evaluated with the new fits."""
@@ -1022,14 +1074,9 @@ def refit(data: dict[str, Any]) -> dict[str, Any]:
             {name: _measurement(r[j]) for name, r in s["rounds"].items()} for j in range(n_rounds)
         ]
     compute, _ = _fit_compute(items, results, cache)
-    k_items: list[Item] = []
-    for i, s in enumerate(data["samples"]["kernels"]):
-        key = f"kernel/{i}"
-        params = {k: v for k, v in s.items() if k not in ("family", "rounds", "estimate_s")}
-        k_items.append(Item(key, s["family"], params, lambda t: {}, torch.device("cpu")))
-        results[key] = [{"t": _measurement(r)} for r in s["rounds"]]
+    llc = float(dev.get("roofline", {}).get("llc_bytes", cache))
+    kernels = refit_kernels(data, llc)
     device = torch.device(str(data["provenance"].get("device", "cpu")))
-    kernels, _ = _fit_kernels(k_items, results, device, cache)
     dev["compute"], dev["kernels"] = compute, kernels
     out["device"] = dev
     prov = dict(data["provenance"])

@@ -88,11 +88,11 @@ FEATURES: dict[str, str] = {
     "nnz_batch": "non-zeros x batch columns",
     "rows_batch": "rows x batch columns",
     "num_params": "parameters",
-    "numel_spill": "elements beyond the cache: max(0, numel - cache_bytes / 4)",
-    "nnz_spill": "non-zeros beyond the cache: max(0, nnz - cache_bytes / 8)",
-    "nnz_batch_spill": "max(0, nnz x batch - cache_bytes / 4)",
-    "nbytes_spill": "bytes beyond the cache: max(0, nbytes - cache_bytes)",
-    "num_params_spill": "max(0, num_params - cache_bytes / 20) (SGD momentum: 20 bytes/param)",
+    "numel_spill": "elements beyond the last-level cache: max(0, numel - llc_bytes / 4)",
+    "nnz_spill": "non-zeros beyond the last-level cache: max(0, nnz - llc_bytes / 8)",
+    "nnz_batch_spill": "max(0, nnz x batch - llc_bytes / 4)",
+    "nbytes_spill": "bytes beyond the last-level cache: max(0, nbytes - llc_bytes)",
+    "num_params_spill": "max(0, num_params - llc_bytes / 20) (SGD momentum: 20 bytes/param)",
 }
 
 #: features of each compute / kernel cost model, as written by calibration
@@ -318,7 +318,10 @@ def kernel_features(
 ) -> dict[str, float]:
     """Feature values of one kernel call (see :data:`KERNEL_FAMILIES` for the parameters).
 
-    The ``*_spill`` features count what does not fit in ``cache_bytes`` (bytes).
+    The ``*_spill`` features count what does not fit in ``cache_bytes`` (bytes): for
+    kernel families the profile passes its last-level cache (``roofline.llc_bytes``),
+    since these kernels stream their operands once and only a miss in the last level
+    goes to memory; layer passes (:func:`layer_features`) spill from ``cache_bytes``.
     """
     p = params
     v: dict[str, float] = {"const": 1.0}
@@ -425,6 +428,7 @@ class MeasuredProfile(DeviceProfile):
         peak_flops: dict[str, float] | None = None,
         memory_bytes: float | None = None,
         sm_count: int = 0,
+        llc_bytes: float | None = None,
     ) -> None:
         self.name = name
         self.kind = kind
@@ -436,6 +440,9 @@ class MeasuredProfile(DeviceProfile):
         self.kernel_sources = kernel_sources or {}
         #: bytes of cache a layer pass runs in (``bytes_spill`` starts beyond it)
         self.cache_bytes = cache_bytes
+        #: bytes of the last-level cache, where the kernel families' ``*_spill`` features
+        #: start (``device.roofline.llc_bytes``; ``cache_bytes`` for profiles without it)
+        self.llc_bytes = cache_bytes if llc_bytes is None else llc_bytes
         #: the device's peak FLOP/s keys (``device.roofline.peak_flops``): which tensor
         #: cores it has (a derived profile carries its target's spec sheet)
         self.peak_flops = dict(peak_flops or {})
@@ -518,11 +525,14 @@ class MeasuredProfile(DeviceProfile):
         roof = dev.get("roofline", {}) if isinstance(dev, dict) else {}
         cache = roof.get("cache_bytes", 0.0) if isinstance(roof, dict) else 0.0
         cache = check_number(cache, file, "device.roofline.cache_bytes", minimum=0.0)
+        llc = roof.get("llc_bytes") if isinstance(roof, dict) else None
+        if llc is not None:
+            llc = check_number(llc, file, "device.roofline.llc_bytes", minimum=0.0)
         peaks = roof.get("peak_flops", {}) if isinstance(roof, dict) else {}
         prof = cls(
             data["name"], data["kind"], data["provenance"], compute, kernels, alias, file, sources,
             cache, peaks if isinstance(peaks, dict) else {}, _memory_bytes(dev, file),
-            int(roof.get("sm_count", 0) or 0) if isinstance(roof, dict) else 0,
+            int(roof.get("sm_count", 0) or 0) if isinstance(roof, dict) else 0, llc,
         )  # fmt: skip
         host = roof.get("host", {}) if isinstance(roof, dict) else {}
         _check_roofline_host(host, file)
@@ -611,7 +621,7 @@ class MeasuredProfile(DeviceProfile):
         path = kernel_fit_path(family, params)
         if path[0] == "memcpy" and path[1] in self.memcpy_alias:
             path = ("memcpy", self.memcpy_alias[path[1]])
-        return self.kernels[path](kernel_features(family, params, self.cache_bytes))
+        return self.kernels[path](kernel_features(family, params, self.llc_bytes))
 
     def sgd_time(self, num_params: float) -> float:
         """Seconds for an SGD-with-momentum step over ``num_params`` fp32 parameters."""

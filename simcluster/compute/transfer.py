@@ -520,6 +520,11 @@ def derive_profile_data(
                 "launch_overhead_s": target.launch_overhead_s,
                 # the spill threshold stays the source's: spec sheets carry no cache size
                 "cache_bytes": float(dev.get("roofline", {}).get("cache_bytes", 0.0)),
+                **(
+                    {"llc_bytes": float(dev["roofline"]["llc_bytes"])}
+                    if "llc_bytes" in dev.get("roofline", {})
+                    else {}
+                ),
                 **({"memory_bytes": target.memory_bytes} if target.memory_bytes else {}),
                 # waves are counted on the target's SMs (flops_wave, measured.py)
                 **({"sm_count": target.sm_count} if target.sm_count else {}),
