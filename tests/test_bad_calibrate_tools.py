@@ -106,6 +106,11 @@ def test_calibrate_trace_input_shape_with_an_empty_piece_is_refused(capsys):
         (["--bucket-mb", "inf"], "--bucket-mb: out of range (got inf); allowed: megabytes > 0"),
         (["--out", "{mine}"], "--out {mine}: file exists; pass --force to overwrite it"),
         (["--trace", "{tmp}"], "--trace {tmp}: is a folder"),
+        (["--repeats", "0"], "--repeats: out of range (got 0); allowed: an integer >= 1"),
+        (["--repeats", "2", "--trace", "{tmp}/t.json"],
+         "--trace: records one run (got --repeats 2); allowed: --repeats 1"),
+        (["--repeats", "3", "--out", "{tmp}/mine.json"],
+         "--out {tmp}/mine-r2.json: file exists; pass --force to overwrite it"),
     ],
 )  # fmt: skip
 def test_calibrate_live_bad_flag_exits_2_before_any_process(tmp_path, capsys, args, shown):
@@ -116,6 +121,7 @@ def test_calibrate_live_bad_flag_exits_2_before_any_process(tmp_path, capsys, ar
 
     mine = tmp_path / "mine.json"
     mine.write_text('{"my": "run"}')
+    (tmp_path / "mine-r2.json").write_text('{"my": "run"}')  # a repeat of an earlier run
     fill = {"mine": mine, "tmp": tmp_path}
     argv = ["--nproc", "2", "--out", str(tmp_path / "l.json")] + [a.format(**fill) for a in args]
     assert live(argv) == 2
@@ -392,3 +398,21 @@ def test_input_pipeline_refuses_before_timing_and_keeps_an_existing_profile(
     err = capsys.readouterr().err
     assert shown.format(**fill) in err and "Traceback" not in err, err
     assert profile.read_text() == '{"kind": "input"}'
+
+
+def test_calibrate_live_repeats_need_spawned_processes(capsys):
+    pytest.importorskip("torch")
+    from calibrate.live.run import main as live
+
+    assert live(["--repeats", "2", "--out", "l.json"]) == 2
+    assert "--repeats: 2 runs need --nproc" in capsys.readouterr().err
+
+
+def test_calibrate_live_repeats_write_numbered_files():
+    pytest.importorskip("torch")
+    from calibrate.live.run import repeat_outputs
+
+    assert [str(p) for p in repeat_outputs("a/live.json", 1)] == ["a/live.json"]
+    assert [str(p) for p in repeat_outputs("a/live.json", 3)] == [
+        "a/live-r1.json", "a/live-r2.json", "a/live-r3.json"
+    ]  # fmt: skip

@@ -227,6 +227,25 @@ def test_recorded_live_run_validates(tmp_path):
     assert (tmp_path / "localhost-live.yaml").is_file()
 
 
+def test_validate_live_scores_repeats_by_their_median(tmp_path, capsys):
+    """``calibrate.live --repeats N`` writes NAME-r1 ... NAME-rN; ``validate --live``
+    given them combines the repeats of one run as ``--set live`` does."""
+    import shutil
+
+    from simcluster.cli import main
+
+    src = ROOT / "scenarios/references/live"
+    for k in (1, 2):
+        shutil.copy(src / f"epyc-2x1-r{k}.json", tmp_path / f"mine-r{k}.json")
+    files = [str(tmp_path / f"mine-r{k}.json") for k in (1, 2)]
+    out = tmp_path / "v"
+    assert main(["validate", "--live", *files, "--out", str(out), "--no-plot"]) == 0
+    printed = capsys.readouterr().out
+    assert "mine-median-of-2" in printed
+    data = json.loads((out / "validation.json").read_text())
+    assert len(data["live"]) == 1 and data["live"][0]["runs"] == 2
+
+
 def test_link_costs_follow_the_ring_formula():
     c = link_costs({"alpha_s": 6e-4, "beta_s_per_byte": 1e-9}, 4)
     assert c["overhead_s"] == pytest.approx(1e-4)  # a / (2 (P-1))

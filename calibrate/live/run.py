@@ -670,6 +670,13 @@ def parse_args(argv=None) -> argparse.Namespace:
     )
     p.add_argument("--out", default="results/live/live.json", help="live-run JSON to write")
     p.add_argument(
+        "--repeats",
+        type=int,
+        default=1,
+        help="run everything this many times, each on fresh processes, writing OUT's name "
+        "with -r1 ... -rN (simcluster validate --live scores their median); needs --nproc",
+    )
+    p.add_argument(
         "--trace",
         help="also record a trace of the model here: rank 0 alone, "
         "just before the first pattern (calibrate.trace's interleaved recording)",
@@ -688,7 +695,7 @@ def check_args(a: argparse.Namespace) -> str | None:
             "--threads": (a.threads, 1), "--tokens": (a.tokens, 0),
             "--small-numel": (a.small_numel, 0), "--local-steps": (a.local_steps, 1),
             "--k-prime": (a.k_prime, 1), "--calibration-reps": (a.calibration_reps, 1),
-            "--ranks-per-node": (a.ranks_per_node, 0)}  # fmt: skip
+            "--ranks-per-node": (a.ranks_per_node, 0), "--repeats": (a.repeats, 1)}  # fmt: skip
     for flag, (value, low) in ints.items():
         if value < low:
             return f"{flag}: out of range (got {value}); allowed: an integer >= {low}"
@@ -708,9 +715,25 @@ def check_args(a: argparse.Namespace) -> str | None:
             return (f"--ranks-per-node: {a.nproc} processes do not fill nodes of "
                     f"{a.ranks_per_node} (got {a.ranks_per_node}); allowed: a divisor of "
                     f"--nproc")  # fmt: skip
+    if a.repeats > 1 and a.nproc is None:
+        return (f"--repeats: {a.repeats} runs need --nproc (under torchrun, launch it once "
+                "per run); allowed: 1 without --nproc")  # fmt: skip
+    if a.repeats > 1 and a.trace:
+        return f"--trace: records one run (got --repeats {a.repeats}); allowed: --repeats 1"
     from simcluster.atomic import output_file_problem
 
-    return output_file_problem((("--out", a.out), ("--trace", a.trace)), a.force)
+    outs = [("--out", str(p)) for p in repeat_outputs(a.out, a.repeats)]
+    return output_file_problem((*outs, ("--trace", a.trace)), a.force)
+
+
+def repeat_outputs(out: str, repeats: int) -> list[Path]:
+    """The files ``repeats`` runs write: ``out`` itself for one run, else ``out``'s name
+    with ``-r1`` ... ``-rN`` before its suffix (the repeats that ``simcluster validate``
+    combines by median)."""
+    path = Path(out)
+    if repeats <= 1:
+        return [path]
+    return [path.with_name(f"{path.stem}-r{k}{path.suffix}") for k in range(1, repeats + 1)]
 
 
 def main(argv=None) -> int:
@@ -781,8 +804,15 @@ def main(argv=None) -> int:
 
         from ..gloo import free_port
 
-        init = f"tcp://127.0.0.1:{free_port()}"
-        mp.spawn(_spawn_entry, args=(a.nproc, cfg, init), nprocs=a.nproc, join=True)
+        outs = repeat_outputs(a.out, a.repeats)
+        for k, out in enumerate(outs, 1):
+            if len(outs) > 1:
+                print(f"calibrate.live: run {k}/{len(outs)} -> {out}", file=sys.stderr)
+            run_cfg = {**cfg, "out": str(out), "_load_start": list(os.getloadavg())}
+            init = f"tcp://127.0.0.1:{free_port()}"
+            mp.spawn(_spawn_entry, args=(a.nproc, run_cfg, init), nprocs=a.nproc, join=True)
+        print(f"calibrate.live: wrote {', '.join(str(o) for o in outs)}")
+        return 0
     else:
         if "RANK" not in os.environ:
             print("calibrate.live: give --nproc N, or launch with torchrun", file=sys.stderr)

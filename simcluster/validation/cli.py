@@ -20,7 +20,14 @@ def add_arguments(v: argparse.ArgumentParser) -> None:
         help="paper (scenarios/references/*.yaml), live (recorded live runs in "
         "scenarios/references/live/*.json) or all",
     )
-    v.add_argument("--live", metavar="FILE", help="validate one live-run JSON (calibrate/live)")
+    v.add_argument(
+        "--live",
+        metavar="FILE",
+        nargs="+",
+        help="validate live-run JSON files (calibrate/live); repeats of one run (names "
+        "that differ only in -rN, as calibrate.live --repeats writes them) are scored by "
+        "their median",
+    )
     v.add_argument("--json", action="store_true", help="print every case and the summary as JSON")
     v.add_argument(
         "--out", help="folder for validation.json and scatter.png (default results/validate)"
@@ -36,7 +43,7 @@ def add_arguments(v: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from simcluster.report import ProgressBar
     from simcluster.validation.cases import load_references, references_dir
-    from simcluster.validation.live import live_files, validate_live, validate_series
+    from simcluster.validation.live import live_files, validate_series
     from simcluster.validation.report import (
         case_table,
         group_summary,
@@ -85,7 +92,7 @@ def run(args: argparse.Namespace) -> int:
     results = []
     live_reports = []
     if args.live:
-        live_reports.append(validate_live(args.live, out / "live"))
+        live_reports += validate_series([Path(f) for f in args.live], out / "live")
     else:
         if args.which in ("paper", "all"):
             results += run_cases(files, progress=ProgressBar(), jobs=args.jobs)

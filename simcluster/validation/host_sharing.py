@@ -98,6 +98,8 @@ class _Coll:
     work: float
     chain: float
     arrived: dict[int, float] = field(default_factory=dict)
+    #: each member's op for this call (a member that left early may be ops further on)
+    ops: dict[int, Task] = field(default_factory=dict)
     done: float = 0.0
     #: (work done when it leaves, member), in order; empty until all have arrived
     exits: list[tuple[float, int]] = field(default_factory=list)
@@ -142,6 +144,7 @@ def simulate(
             if r not in c.members or r in c.arrived:
                 raise SimulationError(f"host sharing: rank {r} is not a member of {op.key!r} once")
             c.arrived[r] = now
+            c.ops[r] = op
             if len(c.arrived) == len(c.members):
                 order = sorted(c.members, key=lambda m: (c.arrived[m], m))
                 g = len(order)
@@ -161,7 +164,7 @@ def simulate(
         if not c.exits:
             del colls[ck]
             for m in c.members:
-                op = programs[m][pc[m] - 1]
+                op = c.ops[m]
                 spans[m].append((op.phase, op.key, c.arrived[m], now))
         for m in gone:
             enter(m)
