@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 
+from simcluster.compute.input_pipeline import MAX_PER_SAMPLE_S
 from simcluster.errors import ConfigError, UserError
 from simcluster.registry import Registered
 from simcluster.schema import StrictModel, pydantic_to_config_error
@@ -45,11 +46,6 @@ DATASETS: dict[str, tuple[int, int, int]] = {
     "imagenet": (1_281_167, 1000, 224),
     "wikitext103": (1_801_350, 0, 512),
 }
-
-
-#: the most CPU seconds one sample's input may cost (a scenario's per_sample_s, or a
-#: profile's moved to the scenario's host clock)
-MAX_PER_SAMPLE_S = 10.0
 
 
 class InputPipeline(StrictModel):

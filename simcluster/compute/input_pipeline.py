@@ -88,9 +88,12 @@ def list_input_profiles() -> list[str]:
     return sorted(p.stem for p in folder.glob("*.json") if is_file(p))
 
 
-#: the largest value each field may hold: seconds per sample (as the scenario's own
-#: ``per_sample_s``) and a nominal clock in GHz
-_LIMITS = {"per_sample_s": (10.0, "seconds per sample"), "clock_ghz": (100.0, "GHz")}
+#: the most CPU seconds one sample's input may cost (a profile's ``per_sample_s``, and a
+#: scenario's own or a profile's moved to the scenario's host clock)
+MAX_PER_SAMPLE_S = 10.0
+
+#: the largest value each field may hold: seconds per sample and a nominal clock in GHz
+_LIMITS = {"per_sample_s": (MAX_PER_SAMPLE_S, "seconds per sample"), "clock_ghz": (100.0, "GHz")}
 
 
 def _positive(data: dict[str, Any], key: str, path: str, optional: bool = False) -> float | None:
