@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from simcluster.network.gloo import GlooModel, cost_terms, fit_alpha_beta
+from simcluster.network.gloo import GlooModel, cost_terms, fit_alpha_beta, ring_segments
 from simcluster.validation.live import LiveReport, PhaseResult, _phase_value, combine, series_key
 
 
@@ -19,6 +19,35 @@ def test_cost_terms_closed_form(p):
     r = math.ceil(math.log2(p))
     assert cost_terms("broadcast", p, n) == (r, r * n)
     assert cost_terms("allreduce", 1, n) == (0.0, 0.0)
+
+
+@pytest.mark.parametrize(
+    ("p", "nbytes", "with_data", "messages"),
+    [
+        (2, 16, 4, 2.0),  # 4 fp32 elements fill the 4 segments of 2 processes
+        (4, 16, 4, 3.0),  # half of the 8 segments of 4 processes hold data
+        (8, 16, 4, 3.5),  # a quarter of 16 (hsadmm's residuals on 8 processes)
+        (8, 32, 8, 7.0),
+        (8, 256, 16, 14.0),  # 4 bytes a segment: every one holds data
+        (8, 3840, 16, 14.0),  # the uint8 mask: 240 bytes a segment
+        (8, 4, 1, 0.875),
+    ],
+)
+def test_allreduce_counts_only_segments_holding_data(p, nbytes, with_data, messages):
+    """gloo's ring cuts an allreduce into 2P segments of whole elements and skips the
+    empty ones: a buffer of fewer elements than segments sends fewer messages."""
+    assert ring_segments(p, nbytes) == (2 * p, with_data)
+    assert cost_terms("allreduce", p, nbytes)[0] == pytest.approx(messages)
+
+
+def test_fit_reads_a_small_allreduce_by_its_messages():
+    """A 16-byte allreduce on 8 processes costs a quarter of a 256-byte one per the
+    message count: the fit's alpha is the same from either size."""
+    alpha, p = 1.2e-3, 8
+    pts = [(float(n), alpha * cost_terms("allreduce", p, n)[0]) for n in (16, 256, 4096)]
+    assert pts[0][1] == pytest.approx(pts[1][1] / 4)
+    f = fit_alpha_beta("allreduce", p, pts + [(float(16 << 20), alpha * 14 + 0.05)])
+    assert f["alpha_s"] == pytest.approx(alpha)
 
 
 def test_cost_terms_unknown_op():

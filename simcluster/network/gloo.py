@@ -12,7 +12,9 @@ each other.
 Algorithms (gloo's collectives as torch's ProcessGroupGloo calls them for dense
 CPU tensors; the counts are what the fit's per-op constants multiply):
 
-- allreduce, ring: reduce-scatter then allgather, 2(P-1) steps of n/P bytes;
+- allreduce, ring: reduce-scatter then allgather, 2(P-1) steps of n/P bytes, in two
+  segments per process; a buffer of fewer elements than segments sends only the
+  segments that hold data (:func:`ring_segments`: 16 bytes on 8 processes, 1/4);
 - allgather, ring: P-1 steps, each forwarding one rank's n bytes;
 - broadcast, binomial tree: ceil(log2 P) rounds of n bytes.
 
@@ -43,6 +45,7 @@ import numpy as np
 __all__ = [
     "OPS",
     "cost_terms",
+    "ring_segments",
     "fit_alpha_beta",
     "fit_worlds",
     "exit_spread",
@@ -53,16 +56,53 @@ __all__ = [
 OPS = ("allreduce", "allgather", "broadcast")
 
 
+def ring_segments(world: int, nbytes: float, element_bytes: int = 4) -> tuple[int, int]:
+    """(segments, segments holding data) of gloo's ring allreduce on ``nbytes`` bytes
+    over ``world`` processes.
+
+    gloo/allreduce.cc cuts the buffer into at least two segments per process (a
+    multiple of the process count), each ``ceil(bytes / segments)`` rounded up to whole
+    elements, and skips the sends and receives of a segment that holds no data: 16
+    bytes of fp32 on 8 processes fill 4 of 16 segments, on 4 processes 4 of 8, on 2
+    all 4. (gloo also caps a segment at 1 MiB, so a buffer above 2P MiB has more
+    segments; the model leaves those in the per-byte cost, which is fitted at 16 MiB:
+    counting them scored the committed and fresh AMD runs worse, see README *Live
+    runs*.) element_bytes: 4, fp32, what ``calibrate.gloo`` and ``calibrate.live``
+    reduce; their one uint8 buffer (``hsadmm``'s 3,840-byte mask) fills every segment
+    at 2-8 processes either way.
+    """
+    p = max(1, int(world))
+    e = max(1, int(element_bytes))
+    total = _round_up(max(1, math.ceil(float(nbytes))), e)
+    segments = 2 * p
+    size = _round_up(_ceil_div(total, segments), e)
+    return segments, min(segments, _ceil_div(total, size))
+
+
+def _ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def _round_up(a: int, b: int) -> int:
+    return _ceil_div(a, b) * b
+
+
 def cost_terms(op: str, world: int, nbytes: float) -> tuple[float, float]:
     """(messages, bytes) on the critical path of ``op`` over ``world`` processes.
 
-    nbytes: the buffer in bytes (allgather: each rank's contribution).
+    nbytes: the buffer in bytes (allgather: each rank's contribution). Allreduce's
+    messages: each segment holding data (:func:`ring_segments`) is sent P-1 times in
+    the reduce-scatter and P-1 times in the allgather, so a rank sends ``2 (P-1) / P``
+    of them; counted in steps of two segments, ``2(P-1)`` when every segment holds data
+    (the sweep's 16-byte call on 8 processes: 3.5, about a quarter of its 256-byte
+    call's time in every committed run).
     """
     p = int(world)
     if p < 2:
         return 0.0, 0.0
     if op == "allreduce":
-        return 2.0 * (p - 1), 2.0 * (p - 1) / p * nbytes
+        segments, full = ring_segments(p, nbytes)
+        return 2.0 * (p - 1) * full / segments, 2.0 * (p - 1) / p * nbytes
     if op == "allgather":
         return float(p - 1), (p - 1) * nbytes
     if op == "broadcast":
