@@ -30,6 +30,13 @@ faster one (cuDNN convolutions and batch-norm on the H100), the minimum keeps it
 different rates.
 
     python -m calibrate.refit PROFILE --amp-from-bf16 --out OUT.json
+
+``--edges`` only adds to every compute fit the range of its samples and the device's
+roofline past it (``edge``, ``beyond``: :mod:`simcluster.compute.extrapolation`), for a
+profile measured before calibration wrote them; coefficients unchanged. Every refit
+writes them too.
+
+    python -m calibrate.refit PROFILE --edges --out OUT.json
 """
 
 from __future__ import annotations
@@ -42,6 +49,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from simcluster.compute.extrapolation import add_beyond, fit_edge
 from simcluster.compute.loader import read_profile_data
 from simcluster.compute.measured import COMPUTE_FEATURES, layer_features
 from simcluster.compute.precision import HALF_OPS
@@ -57,6 +65,7 @@ __all__ = [
     "refit_profile",
     "amp_min_bf16",
     "refit_amp_from_bf16",
+    "add_edges",
     "main",
 ]
 
@@ -108,7 +117,7 @@ def _fit(
     scale = [r["fwd"] if pass_ == "fwd" else r["bwd_all"] for r in use]
     floors = [max(0.05 * x, 1e-7) for x in scale]
     use_feats = features or features_for(key)
-    return fit_cost_model(feats, [r[pass_] for r in use], use_feats, floor=floors)
+    return fit_cost_model(feats, [r[pass_] for r in use], use_feats, floor=floors, edge=True)
 
 
 def _scaled(base: dict, recs: list[dict], precision: str, pass_: str, cache: float, sms: int):
@@ -155,6 +164,7 @@ def refit_profile(
     }
     out["device"]["compute"] = refit_compute(data, sm_count)
     out["device"].setdefault("roofline", {})["sm_count"] = sm_count
+    add_beyond(out)
     out["provenance"]["refit"] = {
         "what": "compute fits of conv, linear, attention and lstm re-fitted on flops_wave "
         "(FLOPs over wave utilisation) instead of flops; other op classes re-fitted on the "
@@ -246,6 +256,7 @@ def refit_amp_from_bf16(data: dict[str, Any], spec: dict[str, Any], command: str
         for p, f in v.items()
     }
     out["device"]["compute"]["amp"] = amp
+    add_beyond(out)
     out["provenance"]["refit_amp_from_bf16"] = {
         "what": "amp (fp16) fits re-fitted on the calibration's features from samples whose "
         "pass time is min(fp16, bf16) of the same layer and batch (calibrate/refit.py "
@@ -256,6 +267,45 @@ def refit_amp_from_bf16(data: dict[str, Any], spec: dict[str, Any], command: str
         "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "command": command,
         "previous_rel_err_median": before,
+    }
+    return out
+
+
+def add_edges(data: dict[str, Any], command: str) -> dict[str, Any]:
+    """A copy of ``data`` whose compute fits carry their sampled range and the roofline
+    past it (``edge``, ``beyond``; :mod:`simcluster.compute.extrapolation`), the
+    coefficients untouched. A fit's edge is over the samples it was fitted on (its
+    precision, op class or variant, and pass, as :func:`refit_compute` groups them); a
+    variant's fit scaled from its op class's takes the op class's edge."""
+    if "samples" not in data or "compute" not in data.get("samples", {}):
+        raise ConfigError(None, "samples.compute", None, "the profile holds no compute samples")
+    out = copy.deepcopy(data)
+    cache = float(data["device"].get("roofline", {}).get("cache_bytes", 0.0))
+    rows = _rows(data)
+    compute = out["device"]["compute"]
+    for precision, classes in compute.items():
+        for key, passes in classes.items():
+            for pass_, fit in passes.items():
+                src = key.split(":", 1)[0] if fit.get("scaled_from") else key
+                use = [
+                    r
+                    for r in rows.get((precision, src), [])
+                    if r[pass_] is not None and (pass_ != "bwd_weight" or r[pass_])
+                ]
+                fit.pop("beyond", None)
+                fit.pop("edge", None)
+                if use:
+                    feats = [
+                        layer_features(r["layer"], r["batch"], precision, pass_, cache) for r in use
+                    ]
+                    fit["edge"] = fit_edge(feats, fit["features"])
+    add_beyond(out)
+    out["provenance"]["edges"] = {
+        "what": "each compute fit's sampled range (edge: largest feature values over its "
+        "samples) and the roofline past it (beyond: s/FLOP, s/byte), coefficients unchanged "
+        "(simcluster/compute/extrapolation.py)",
+        "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "command": command,
     }
     return out
 
@@ -271,9 +321,23 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="re-fit only the amp (fp16) fits from min(fp16, bf16) per sample (module doc)",
     )
+    ap.add_argument(
+        "--edges",
+        action="store_true",
+        help="only add each compute fit's sampled range and the roofline past it (module doc)",
+    )
     args = ap.parse_args(argv)
     try:
         data = read_profile_data(args.profile)
+        if args.edges:
+            from simcluster.atomic import check_output_file, write_text_atomic
+
+            check_output_file([("--out", Path(args.out))], args.force)
+            cmd = f"python -m calibrate.refit {args.profile} --edges --out {args.out}"
+            new = add_edges(data, cmd)
+            write_text_atomic(Path(args.out), json.dumps(new, indent=1) + "\n")
+            print(f"added fit edges to {data['name']}; wrote {args.out}", file=sys.stderr)
+            return 0
         spec_name = args.spec or data.get("device", {}).get("spec_profile")
         if not spec_name:
             raise ConfigError(None, "--spec", None, "missing: the profile names no spec_profile")
