@@ -137,3 +137,21 @@ def test_bad_edges_are_one_line_errors(patch: dict, where: str) -> None:
     rec = {"features": ["const", "flops"], "coef": [1e-5, 1e-15], **patch}
     with pytest.raises(ConfigError, match=where.replace(".", r"\.")):
         Fit.from_json(rec, "t.json", "fit")
+
+
+def test_calibration_fits_record_their_range_and_roofline() -> None:
+    """The calibration's own fitting path (``calibrate.runner.refit`` runs it on a
+    profile's samples) writes the edge of every compute fit made on samples, and the
+    roofline past it where a kind of work is not resolved."""
+    pytest.importorskip("torch")
+    from calibrate.runner import refit
+
+    data = refit(copy.deepcopy(read_profile_data("cpu-epyc-1core")))
+    fits = [f for c in data["device"]["compute"]["fp32"].values() for f in c.values()]
+    made = [f for f in fits if f.get("n")]
+    assert made and all(set(f["edge"]) >= {"flops", "bytes"} for f in made)
+    assert any("beyond" in f for f in made)
+    for f in made:
+        for g in ("flops", "bytes"):
+            if g in f.get("beyond", {}):
+                assert f["beyond"][g] > 0
