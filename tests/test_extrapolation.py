@@ -151,7 +151,6 @@ def test_calibration_fits_record_their_range_and_roofline() -> None:
     made = [f for f in fits if f.get("n")]
     assert made and all(set(f["edge"]) >= {"flops", "bytes"} for f in made)
     assert any("beyond" in f for f in made)
-    for f in made:
-        for g in ("flops", "bytes"):
-            if g in f.get("beyond", {}):
-                assert f["beyond"][g] > 0
+    for f in made:  # each priced group's first feature has a rate (the others 0)
+        if "beyond" in f:
+            assert max(f["beyond"].values()) > 0
