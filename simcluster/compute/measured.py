@@ -9,7 +9,9 @@ Feature names and units (:data:`FEATURES`): ``const`` is 1 (its coefficient is a
 cost in seconds: dispatch, launch, framework overhead), ``flops`` is FLOPs of the pass,
 ``bytes``/``nbytes`` are bytes moved, the rest are element counts; each coefficient is
 seconds per unit of its feature. The fits are made by :mod:`calibrate.fit` from samples
-that stay in the profile file beside them.
+that stay in the profile file beside them. A compute fit also records the range of its
+samples (``edge``) and, for the kinds of work its samples never measured a rate for,
+the device's roofline past that range (``beyond``): :mod:`simcluster.compute.extrapolation`.
 
 Layout of the ``device`` section (``kind`` ``measured`` or ``derived``)::
 
