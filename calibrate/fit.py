@@ -58,6 +58,7 @@ def fit_cost_model(
     times: Sequence[float],
     features: Sequence[str],
     floor: float | Sequence[float] = 0.0,
+    edge: bool = False,
 ) -> dict:
     """Fit ``t = sum coef[f] * row[f]`` (coefficients >= 0) minimising relative error.
 
@@ -65,6 +66,9 @@ def fit_cost_model(
     times: measured seconds per sample (medians).
     floor: a sample's weight is ``1 / max(t, floor)`` (guards against t ~ 0); one number
         for all samples or one per sample (seconds).
+    edge: also record the sampled range, ``edge``: the largest value of each feature
+        (and of ``flops`` and ``bytes``) over ``rows``
+        (:func:`simcluster.compute.extrapolation.fit_edge`), for the roofline past it.
     Returns the profile's fit record: features, coef (seconds per unit), sample count,
     median and max absolute relative error of the fit on its own samples.
     """
@@ -76,11 +80,17 @@ def fit_cost_model(
     x = np.array([[1.0 if f == "const" else float(r[f]) for f in features] for r in rows])
     positive = t > 0
     if not positive.any():
-        return _record(features, np.zeros(len(features)), x, t)
-    floors = np.broadcast_to(np.asarray(floor, dtype=np.float64), t.shape)
-    w = 1.0 / np.maximum(t, np.maximum(floors, 1e-12))
-    coef = nnls(x * w[:, None], t * w)
-    return _record(features, coef, x, t)
+        rec = _record(features, np.zeros(len(features)), x, t)
+    else:
+        floors = np.broadcast_to(np.asarray(floor, dtype=np.float64), t.shape)
+        w = 1.0 / np.maximum(t, np.maximum(floors, 1e-12))
+        coef = nnls(x * w[:, None], t * w)
+        rec = _record(features, coef, x, t)
+    if edge:
+        from simcluster.compute.extrapolation import fit_edge
+
+        rec["edge"] = fit_edge(rows, features)
+    return rec
 
 
 def _record(features: Sequence[str], coef: np.ndarray, x: np.ndarray, t: np.ndarray) -> dict:

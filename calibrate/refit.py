@@ -41,6 +41,13 @@ cache size comes from ``--llc-bytes``, else from this host's sysfs when the prof
 measured on a CPU of this host's model.
 
     python -m calibrate.refit PROFILE --kernels-llc [--llc-bytes N] --out OUT.json
+
+``--edges`` only adds to every compute fit the range of its samples and the device's
+roofline past it (``edge``, ``beyond``: :mod:`simcluster.compute.extrapolation`), for a
+profile measured before calibration wrote them; coefficients unchanged. Every refit
+writes them too.
+
+    python -m calibrate.refit PROFILE --edges --out OUT.json
 """
 
 from __future__ import annotations
@@ -53,6 +60,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from simcluster.compute.extrapolation import add_beyond, fit_edge
 from simcluster.compute.loader import read_profile_data
 from simcluster.compute.measured import COMPUTE_FEATURES, layer_features
 from simcluster.compute.precision import HALF_OPS
@@ -69,6 +77,7 @@ __all__ = [
     "amp_min_bf16",
     "refit_amp_from_bf16",
     "refit_kernels_llc",
+    "add_edges",
     "main",
 ]
 
@@ -120,7 +129,7 @@ def _fit(
     scale = [r["fwd"] if pass_ == "fwd" else r["bwd_all"] for r in use]
     floors = [max(0.05 * x, 1e-7) for x in scale]
     use_feats = features or features_for(key)
-    return fit_cost_model(feats, [r[pass_] for r in use], use_feats, floor=floors)
+    return fit_cost_model(feats, [r[pass_] for r in use], use_feats, floor=floors, edge=True)
 
 
 def _scaled(base: dict, recs: list[dict], precision: str, pass_: str, cache: float, sms: int):
@@ -167,6 +176,7 @@ def refit_profile(
     }
     out["device"]["compute"] = refit_compute(data, sm_count)
     out["device"].setdefault("roofline", {})["sm_count"] = sm_count
+    add_beyond(out)
     out["provenance"]["refit"] = {
         "what": "compute fits of conv, linear, attention and lstm re-fitted on flops_wave "
         "(FLOPs over wave utilisation) instead of flops; other op classes re-fitted on the "
@@ -258,6 +268,7 @@ def refit_amp_from_bf16(data: dict[str, Any], spec: dict[str, Any], command: str
         for p, f in v.items()
     }
     out["device"]["compute"]["amp"] = amp
+    add_beyond(out)
     out["provenance"]["refit_amp_from_bf16"] = {
         "what": "amp (fp16) fits re-fitted on the calibration's features from samples whose "
         "pass time is min(fp16, bf16) of the same layer and batch (calibrate/refit.py "
@@ -299,6 +310,45 @@ def refit_kernels_llc(
     return out
 
 
+def add_edges(data: dict[str, Any], command: str) -> dict[str, Any]:
+    """A copy of ``data`` whose compute fits carry their sampled range and the roofline
+    past it (``edge``, ``beyond``; :mod:`simcluster.compute.extrapolation`), the
+    coefficients untouched. A fit's edge is over the samples it was fitted on (its
+    precision, op class or variant, and pass, as :func:`refit_compute` groups them); a
+    variant's fit scaled from its op class's takes the op class's edge."""
+    if "samples" not in data or "compute" not in data.get("samples", {}):
+        raise ConfigError(None, "samples.compute", None, "the profile holds no compute samples")
+    out = copy.deepcopy(data)
+    cache = float(data["device"].get("roofline", {}).get("cache_bytes", 0.0))
+    rows = _rows(data)
+    compute = out["device"]["compute"]
+    for precision, classes in compute.items():
+        for key, passes in classes.items():
+            for pass_, fit in passes.items():
+                src = key.split(":", 1)[0] if fit.get("scaled_from") else key
+                use = [
+                    r
+                    for r in rows.get((precision, src), [])
+                    if r[pass_] is not None and (pass_ != "bwd_weight" or r[pass_])
+                ]
+                fit.pop("beyond", None)
+                fit.pop("edge", None)
+                if use:
+                    feats = [
+                        layer_features(r["layer"], r["batch"], precision, pass_, cache) for r in use
+                    ]
+                    fit["edge"] = fit_edge(feats, fit["features"])
+    add_beyond(out)
+    out["provenance"]["edges"] = {
+        "what": "each compute fit's sampled range (edge: largest feature values over its "
+        "samples) and the roofline past it (beyond: s/FLOP, s/byte), coefficients unchanged "
+        "(simcluster/compute/extrapolation.py)",
+        "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "command": command,
+    }
+    return out
+
+
 def _host_llc(data: dict[str, Any]) -> tuple[float, str]:
     """This host's last-level cache, when the profile was measured on a CPU of its model."""
     import torch
@@ -329,6 +379,11 @@ def main(argv: list[str] | None = None) -> int:
         help="re-fit only the amp (fp16) fits from min(fp16, bf16) per sample (module doc)",
     )
     ap.add_argument(
+        "--edges",
+        action="store_true",
+        help="only add each compute fit's sampled range and the roofline past it (module doc)",
+    )
+    ap.add_argument(
         "--kernels-llc",
         action="store_true",
         help="re-fit only the kernel fits, spilling beyond the last-level cache (module doc)",
@@ -356,6 +411,15 @@ def main(argv: list[str] | None = None) -> int:
             write_text_atomic(out, json.dumps(new, indent=1) + "\n")
             print(f"re-fitted the kernel fits of {data['name']} beyond {llc:g} B; wrote {out}",
                   file=sys.stderr)  # fmt: skip
+            return 0
+        if args.edges:
+            from simcluster.atomic import check_output_file, write_text_atomic
+
+            check_output_file([("--out", Path(args.out))], args.force)
+            cmd = f"python -m calibrate.refit {args.profile} --edges --out {args.out}"
+            new = add_edges(data, cmd)
+            write_text_atomic(Path(args.out), json.dumps(new, indent=1) + "\n")
+            print(f"added fit edges to {data['name']}; wrote {args.out}", file=sys.stderr)
             return 0
         spec_name = args.spec or data.get("device", {}).get("spec_profile")
         if not spec_name:

@@ -28,6 +28,7 @@ from typing import Any
 
 import torch
 
+from simcluster.compute.extrapolation import add_beyond
 from simcluster.compute.measured import (
     COMPUTE_FEATURES,
     KERNEL_FEATURES,
@@ -664,7 +665,7 @@ def _fit_compute(
             # (e.g. clamped noise) must not dominate a fit on relative errors
             scale = [r["fwd"] if pass_ == "fwd" else r["bwd_all"] for r in use]
             floors = [max(0.05 * x, 1e-7) for x in scale]
-            fits[pass_] = fit_cost_model(feats, times, COMPUTE_FEATURES, floor=floors)
+            fits[pass_] = fit_cost_model(feats, times, COMPUTE_FEATURES, floor=floors, edge=True)
         compute.setdefault(precision, {})[key] = fits
     # a variant seen in fewer shapes: its op class's fit, scaled to its own samples
     for precision, key, recs in few:
@@ -700,7 +701,7 @@ def _scaled_fit(
             pairs.append((r[pass_], pred))
     scale = statistics.median(t / p for t, p in pairs) if pairs else 1.0
     rel = [abs(scale * p - t) / t for t, p in pairs] or [0.0]
-    return {
+    out = {
         "features": list(base["features"]),
         "coef": [float(f"{c * scale:.6g}") for c in base["coef"]],
         "n": len(pairs),
@@ -709,6 +710,9 @@ def _scaled_fit(
         "rel_err_median": float(f"{statistics.median(rel):.4g}"),
         "rel_err_max": float(f"{max(rel):.4g}"),
     }
+    if "edge" in base:  # the op class's samples, the variant's among them, span its range
+        out["edge"] = dict(base["edge"])
+    return out
 
 
 def _sig(x: float, digits: int = 4) -> float:
@@ -995,6 +999,7 @@ def calibrate(
             "roofline": roof_samples,
         },
     }
+    add_beyond(data)  # the roofline past each compute fit's largest sample
     if check_items:
         prov["check"] = _checks(check_items, results, data)
     return data
@@ -1079,6 +1084,7 @@ def refit(data: dict[str, Any]) -> dict[str, Any]:
     device = torch.device(str(data["provenance"].get("device", "cpu")))
     dev["compute"], dev["kernels"] = compute, kernels
     out["device"] = dev
+    add_beyond(out)
     prov = dict(data["provenance"])
     checks = []
     for c in prov.get("check", []):

@@ -9,7 +9,9 @@ Feature names and units (:data:`FEATURES`): ``const`` is 1 (its coefficient is a
 cost in seconds: dispatch, launch, framework overhead), ``flops`` is FLOPs of the pass,
 ``bytes``/``nbytes`` are bytes moved, the rest are element counts; each coefficient is
 seconds per unit of its feature. The fits are made by :mod:`calibrate.fit` from samples
-that stay in the profile file beside them.
+that stay in the profile file beside them. A compute fit also records the range of its
+samples (``edge``) and, for the kinds of work its samples never measured a rate for,
+the device's roofline past that range (``beyond``): :mod:`simcluster.compute.extrapolation`.
 
 Layout of the ``device`` section (``kind`` ``measured`` or ``derived``)::
 
@@ -115,20 +117,59 @@ KERNEL_FEATURES: dict[str, tuple[str, ...]] = {
 
 
 class Fit:
-    """One cost model: ``t = sum coef[i] * values[features[i]]`` seconds, never negative."""
+    """One cost model: ``t = sum coef[i] * values[features[i]]`` seconds, never negative.
 
-    __slots__ = ("features", "coef")
+    A fit made on samples carries their range, and for the kinds of work its samples
+    never measured a rate for, a roofline past it (:mod:`simcluster.compute.extrapolation`):
+    ``edge`` maps features to the largest value the fit's samples had (units of the
+    feature); ``beyond`` maps features to the marginal cost past their edge (seconds per
+    unit: the device's roofline, ``1 / peak FLOP/s`` for ``flops``, ``1 / memory
+    bandwidth`` for ``bytes``; 0 for a feature whose excess another one prices, e.g.
+    ``bytes_spill`` beside ``bytes``). Every feature in ``beyond`` is clamped to its
+    edge, and its part past the edge costs its rate; the rates overlap as a roofline's
+    do, so the largest counts::
 
-    def __init__(self, features: tuple[str, ...], coef: tuple[float, ...]) -> None:
+        t = fit(x, beyond's features clamped to edge) + max_f beyond[f] * (x[f] - edge[f])+
+
+    Inside the sampled range that is the fit; features not in ``beyond`` follow the fit's
+    slope everywhere (an ``edge`` without ``beyond`` is for the record).
+    """
+
+    __slots__ = ("features", "coef", "edge", "beyond", "_terms", "_past")
+
+    def __init__(
+        self,
+        features: tuple[str, ...],
+        coef: tuple[float, ...],
+        edge: Mapping[str, float] | None = None,
+        beyond: Mapping[str, float] | None = None,
+    ) -> None:
         self.features = features
         self.coef = coef
+        self.edge = dict(edge or {})
+        self.beyond = dict(beyond or {})
+        if not set(self.beyond) <= set(self.edge):
+            raise ValueError("a feature priced past the edge (beyond) needs an edge")
+        inf = float("inf")
+        clamp = {f: self.edge[f] for f in self.beyond}
+        #: (feature, coefficient, clamp) for the non-zero terms
+        self._terms = tuple(
+            (f, c, clamp.get(f, inf)) for f, c in zip(features, coef, strict=True) if c
+        )
+        #: (feature, seconds per unit past the edge, edge)
+        self._past = tuple((f, r, self.edge[f]) for f, r in self.beyond.items() if r)
 
     def __call__(self, values: Mapping[str, float]) -> float:
         t = 0.0
-        for f, c in zip(self.features, self.coef, strict=True):
-            if c:
-                t += c * (1.0 if f == "const" else values[f])
-        return max(t, 0.0)
+        for f, c, top in self._terms:
+            x = 1.0 if f == "const" else values[f]
+            t += c * (x if x < top else top)
+        past = 0.0
+        for f, rate, top in self._past:
+            extra = rate * (values[f] - top)
+            if extra > past:
+                past = extra
+        return max(t + past, 0.0)
 
     @classmethod
     def from_json(cls, data: Any, file: str, where: str) -> Fit:
@@ -154,7 +195,36 @@ class Fit:
             )
             for i, (f, c) in enumerate(zip(feats, coef, strict=True))
         )
-        return cls(tuple(feats), values)
+        edge = _feature_map(data.get("edge"), file, f"{where}.edge", None)
+        beyond = _feature_map(data.get("beyond"), file, f"{where}.beyond", MAX_S_PER_UNIT)
+        for f in beyond:
+            if f not in edge:
+                raise ConfigError(
+                    file, f"{where}.beyond.{f}", f, "a feature past the edge needs an edge",
+                    sorted(edge),
+                )  # fmt: skip
+        return cls(tuple(feats), values, edge, beyond)
+
+
+def _feature_map(raw: Any, file: str, where: str, top: float | None) -> dict[str, float]:
+    """``{feature: number >= 0}`` of a fit's ``edge`` / ``beyond`` (empty when absent)."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise ConfigError(file, where, raw, "must map features to numbers")
+    from simcluster.compute.profile_schema import check_number
+    from simcluster.errors import did_you_mean
+
+    out = {}
+    for f, v in raw.items():
+        if f not in FEATURES or f == "const":
+            names = [n for n in FEATURES if n != "const"]
+            raise ConfigError(
+                file, f"{where}.{f}", f, "unknown feature", names,
+                suggestions=did_you_mean(f, names),
+            )  # fmt: skip
+        out[f] = check_number(v, file, f"{where}.{f}", 0.0, top)
+    return out
 
 
 # ----------------------------------------------------------------------------- features

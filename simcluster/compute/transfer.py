@@ -57,6 +57,12 @@ linear / attention matmuls in strict fp32. A profile that also has ``tf32`` fits
 measured by the harness that runs ``fp32`` strictly (both flags off); a profile may state
 the flags itself in ``provenance.allow_tf32`` (``{key: {matmul: bool, cudnn: bool}}``).
 
+Past each compute fit's sampled range (:mod:`simcluster.compute.extrapolation`) the
+derived fit keeps the source's edge (a property of the layers sampled; byte features
+halved where fp32 fits become autocast ones) and scales the roofline rates past it
+(``beyond``) by the same ratio as its term: the target reaches the same fraction of its
+peak past the edge as the source did.
+
 Host <-> device copies of a CPU source (which has no host link: its memcpy kinds are
 aliases of ``d2d``) come from the target's spec sheet: launch overhead + bytes /
 ``host_link_bandwidth`` (pageable at half the pinned rate, as :class:`SpecProfile`
@@ -249,9 +255,21 @@ def term_of(feature: str) -> str:
 
 
 def _scale_fit(
-    fit: dict, ratios: dict[str, float], byte_factor: float = 1.0, launch_s: float | None = None
+    fit: dict,
+    ratios: dict[str, float],
+    byte_factor: float = 1.0,
+    launch_s: float | None = None,
+    edge_bytes: float = 1.0,
 ) -> dict:
-    """Each term times its ratio; ``launch_s`` replaces the constant (CPU -> GPU)."""
+    """Each term times its ratio; ``launch_s`` replaces the constant (CPU -> GPU).
+
+    A fit's sampled range and the roofline past it (``edge``, ``beyond``;
+    :mod:`simcluster.compute.extrapolation`) carry over: the edge is a property of the
+    layers sampled (FLOPs, bytes), the same on the target, except that byte features
+    move with the activation width (``edge_bytes``: 0.5 where fp32 fits become autocast
+    ones); each ``beyond`` rate is scaled by its term's ratio like a coefficient, so the
+    target reaches the same fraction of its peak past the edge as the source did.
+    """
     out = {k: v for k, v in fit.items() if k in ("features", "coef", "source")}
     coef = []
     for f, c in zip(fit["features"], fit["coef"], strict=True):
@@ -263,6 +281,15 @@ def _scale_fit(
             r *= byte_factor
         coef.append(float(f"{c * r:.6g}"))
     out["coef"] = coef
+    if fit.get("edge"):
+        out["edge"] = {
+            f: float(f"{v * (edge_bytes if f.startswith('bytes') else 1.0):.6g}")
+            for f, v in fit["edge"].items()
+        }
+    if fit.get("beyond"):
+        out["beyond"] = {
+            f: float(f"{v * ratios[term_of(f)]:.6g}") for f, v in fit["beyond"].items()
+        }
     return out
 
 
@@ -359,7 +386,9 @@ def _derive_compute(
             }
             if op not in MATMUL_OPS:
                 r["compute"] = r["memory"]  # memory-bound: FLOPs stand for elements
-            out[key][name] = {p: _scale_fit(f, r, halve, launch) for p, f in passes.items()}
+            out[key][name] = {
+                p: _scale_fit(f, r, halve, launch, edge_bytes=halve) for p, f in passes.items()
+            }
     ran = sorted(
         {
             f"{k}: {op} at {source_math(measured, k, op, source)}"
@@ -496,7 +525,8 @@ def derive_profile_data(
         f"cuDNN fp32 conv / lstm: FP32 peaks counting at most {CUDNN_FP32_LANES} lanes per "
         "SM), bytes/elements x memory bandwidth ratio; host kernels by host rates",
         "assumption": "each op class reaches the same fraction of peak FLOP/s and memory "
-        "bandwidth on the target as on the source",
+        "bandwidth on the target as on the source (past each compute fit's sampled range "
+        "too: its edge kept, its roofline rates scaled like its terms)",
         "source_rates": _spec_json(source),
         "target_rates": _spec_json(target),
         "ratios": {k: float(f"{v:.6g}") for k, v in ratios_fp32.items()},
