@@ -136,6 +136,15 @@ def _scaled(base: dict, recs: list[dict], precision: str, pass_: str, cache: flo
     return _scaled_fit(base, recs, precision, pass_, cache, sms)
 
 
+def _stamp(command: str) -> dict[str, str]:
+    """When (UTC, ISO 8601) and by which command a profile was re-fitted: the fields every
+    ``provenance`` record of this tool ends with."""
+    return {
+        "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "command": command,
+    }
+
+
 def refit_compute(data: dict[str, Any], sm_count: int) -> dict[str, Any]:
     """New ``device.compute`` from ``data['samples']['compute']`` (see module doc)."""
     cache = float(data["device"].get("roofline", {}).get("cache_bytes", 0.0))
@@ -185,8 +194,7 @@ def refit_profile(
         "sm_count_from": spec_name,
         "tile": "128 x 128 output tile per thread block, split-K chunks >= 256 (assumptions, "
         "simcluster/compute/measured.py)",
-        "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        "command": command,
+        **_stamp(command),
         "previous_rel_err_median": before,
     }
     return out
@@ -276,8 +284,7 @@ def refit_amp_from_bf16(data: dict[str, Any], spec: dict[str, Any], command: str
         "make the two measurements of the same work; noise only adds time",
         **counts,
         "unchanged": kept,
-        "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        "command": command,
+        **_stamp(command),
         "previous_rel_err_median": before,
     }
     return out
@@ -303,8 +310,7 @@ def refit_kernels_llc(
     out["provenance"]["refit_kernels"] = {
         "what": "kernel fits re-fitted with their spill features beyond the last-level cache "
         "(roofline.llc_bytes) instead of roofline.cache_bytes (calibrate/refit.py)",
-        "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        "command": command,
+        **_stamp(command),
         "previous_rel_err_median": before,
     }
     return out
@@ -343,8 +349,7 @@ def add_edges(data: dict[str, Any], command: str) -> dict[str, Any]:
         "what": "each compute fit's sampled range (edge: largest feature values over its "
         "samples) and the roofline past it (beyond: s/FLOP, s/byte), coefficients unchanged "
         "(simcluster/compute/extrapolation.py)",
-        "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        "command": command,
+        **_stamp(command),
     }
     return out
 
