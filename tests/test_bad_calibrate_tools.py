@@ -111,6 +111,19 @@ def test_calibrate_trace_input_shape_with_an_empty_piece_is_refused(capsys):
          "--trace: records one run (got --repeats 2); allowed: --repeats 1"),
         (["--repeats", "3", "--out", "{tmp}/mine.json"],
          "--out {tmp}/mine-r2.json: file exists; pass --force to overwrite it"),
+        # was: a ValueError traceback from Path.with_name, or files beside the folder
+        (["--repeats", "2", "--out", "."], "--out '.': names a folder, not a file"),
+        (["--repeats", "2", "--out", "/"], "--out '/': names a folder, not a file"),
+        (["--repeats", "2", "--out", "{tmp}"], "--out {tmp}: is a folder; give a file name"),
+        (["--out", "{tmp}/new/"], "--out '{tmp}/new/': names a folder, not a file"),
+        (["--out", ""], "--out '': names a folder, not a file"),
+        (["--repeats", "2", "--out", "{mine}/x.json"],
+         "--out {mine}/x-r1.json: {mine} is a file, not a folder"),
+        # was: the trace written, then overwritten by the live run
+        (["--out", "{tmp}/t.json", "--trace", "{tmp}/t.json"],
+         "--trace {tmp}/t.json: is also the live-run file --out writes"),
+        # was: a list of a billion file names built before any check (a hang)
+        (["--repeats", "1000000000"], "--repeats: out of range (got 1000000000); allowed: 1..100"),
     ],
 )  # fmt: skip
 def test_calibrate_live_bad_flag_exits_2_before_any_process(tmp_path, capsys, args, shown):
