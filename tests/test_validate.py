@@ -246,6 +246,62 @@ def test_validate_live_scores_repeats_by_their_median(tmp_path, capsys):
     assert len(data["live"]) == 1 and data["live"][0]["runs"] == 2
 
 
+@pytest.mark.parametrize(
+    "given, field, shown",
+    [
+        (["a-r1", "a-r1"], "--live", "names the same file as"),
+        (["a-r1", "./a-r1"], "--live", "names the same file as"),
+        (["a-r1", "a-r2"], "config.world_size",
+         "differs from {tmp}/a-r1.json's 2: repeats of one run"),
+        (["a-r1", "gone"], "--live", "no such live-run file (got '{tmp}/gone.json')"),
+        (["a-r1", "a-r3"], "--live", "did you mean '{tmp}/a-r2.json' or '{tmp}/a-r1.json'"),
+        (["a-r1", "v2"], "schema", "a live-run format this simcluster does not read (got "
+         "'simcluster-live/2'); allowed: simcluster-live/1"),
+    ],
+)  # fmt: skip
+def test_validate_live_refuses_files_that_are_not_repeats_of_one_run(
+    tmp_path, capsys, given, field, shown
+):
+    """Was: a file given twice counted twice in the median; a 4-process run named as a
+    repeat of a 2-process one was combined with it (reported as 2 ranks); a missing file
+    among several was found only after the ones before it were simulated (and named
+    twice: 'gone.json: gone.json: no such live-run file')."""
+    import shutil
+
+    from simcluster.cli import main
+
+    src = ROOT / "scenarios/references/live"
+    shutil.copy(src / "epyc-2x1-r1.json", tmp_path / "a-r1.json")
+    shutil.copy(src / "epyc-4x1-r1.json", tmp_path / "a-r2.json")  # 4 processes
+    doc = json.loads((tmp_path / "a-r1.json").read_text())
+    doc["schema"] = "simcluster-live/2"
+    (tmp_path / "v2.json").write_text(json.dumps(doc))
+    files = [str(tmp_path) + "/" + g + ".json" for g in given]
+    out = tmp_path / "v"
+    assert main(["validate", "--live", *files, "--out", str(out), "--no-plot"]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and err.count("simcluster: error:") == 1, err
+    assert f"{field}: " in err and shown.format(tmp=tmp_path) in err, err
+    assert not (out / "validation.json").exists()
+
+
+def test_validate_live_keeps_runs_of_two_folders_apart(tmp_path, capsys):
+    """Was: x/s-r1.json and y/s-r1.json were one run's repeats (the same name up to -rN,
+    wherever it lay), scored as one median."""
+    import shutil
+
+    from simcluster.cli import main
+
+    for d in ("x", "y"):
+        (tmp_path / d).mkdir()
+        shutil.copy(ROOT / "scenarios/references/live/epyc-2x1-r1.json", tmp_path / d / "s-r1.json")
+    files = [str(tmp_path / d / "s-r1.json") for d in ("x", "y")]
+    out = tmp_path / "v"
+    assert main(["validate", "--live", *files, "--out", str(out), "--no-plot"]) == 0
+    data = json.loads((out / "validation.json").read_text())
+    assert [r["runs"] for r in data["live"]] == [1, 1]
+
+
 def test_link_costs_follow_the_ring_formula():
     c = link_costs({"alpha_s": 6e-4, "beta_s_per_byte": 1e-9}, 4)
     assert c["overhead_s"] == pytest.approx(1e-4)  # a / (2 (P-1))
