@@ -285,6 +285,22 @@ def test_validate_live_refuses_files_that_are_not_repeats_of_one_run(
     assert not (out / "validation.json").exists()
 
 
+@pytest.mark.parametrize(
+    "extra", [["--set", "paper"], ["--set", "all"], ["--paper", "PRUNEX"], ["--references", "."]]
+)
+def test_validate_live_refuses_a_case_set_flag_it_would_ignore(tmp_path, capsys, extra):
+    """Was: ``--live FILE --set all`` (or ``--paper``, ``--references``) validated FILE
+    alone and said nothing of the flag."""
+    from simcluster.cli import main
+
+    live = str(ROOT / "scenarios/references/live/epyc-2x1-r1.json")
+    out = tmp_path / "v"
+    assert main(["validate", "--live", live, *extra, "--out", str(out), "--no-plot"]) == 2
+    err = capsys.readouterr().err
+    assert f"{extra[0]}: not with --live (it validates the files it names) (got " in err, err
+    assert not out.exists()
+
+
 def test_validate_live_keeps_runs_of_two_folders_apart(tmp_path, capsys):
     """Was: x/s-r1.json and y/s-r1.json were one run's repeats (the same name up to -rN,
     wherever it lay), scored as one median."""

@@ -16,8 +16,8 @@ def add_arguments(v: argparse.ArgumentParser) -> None:
     v.add_argument(
         "--set",
         dest="which",
-        default="paper",
-        help="paper (scenarios/references/*.yaml), live (recorded live runs in "
+        default=None,
+        help="paper (scenarios/references/*.yaml; the default), live (recorded live runs in "
         "scenarios/references/live/*.json) or all",
     )
     v.add_argument(
@@ -54,6 +54,15 @@ def run(args: argparse.Namespace) -> int:
     )
     from simcluster.validation.runner import run_cases
 
+    if args.live:  # the files it names are the whole set: a case-set flag would be ignored
+        for flag, given in (("--set", args.which), ("--paper", args.paper),
+                            ("--references", args.references)):  # fmt: skip
+            if given is not None:
+                raise ConfigError(
+                    None, flag, given, "not with --live (it validates the files it names)",
+                    f"--live FILE ... alone, or {flag} without --live",
+                )  # fmt: skip
+    args.which = args.which or "paper"
     if args.which not in ("paper", "live", "all"):
         raise ConfigError(None, "--set", args.which, "unknown case set", ["paper", "live", "all"])
     if args.jobs < 1:
