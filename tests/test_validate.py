@@ -496,3 +496,15 @@ def test_shipped_nccl_tests_cases_name_their_system_kind():
     assert kinds == {"NVSwitch node", "DGX-1 cube-mesh", "multi-node InfiniBand"}
     for k in kinds:  # the issue's check: at least three message sizes per kind
         assert len({c.metric.nbytes for c in f.cases if c.group == k}) >= 3, k
+
+
+@pytest.mark.parametrize("flag", ["--references", "--out"])
+def test_validate_refuses_an_empty_folder_name(tmp_path, capsys, monkeypatch, flag):
+    """Was: ``--references ""`` read as no flag (the whole paper set validated, a minute),
+    ``--out ""`` as the default results/validate."""
+    from simcluster.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    assert main(["validate", flag, "", "--no-plot"]) == 2
+    assert f"{flag}: an empty folder name (got ''); allowed: a folder" in capsys.readouterr().err
+    assert not (tmp_path / "results").exists()
