@@ -508,3 +508,13 @@ def test_validate_refuses_an_empty_folder_name(tmp_path, capsys, monkeypatch, fl
     assert main(["validate", flag, "", "--no-plot"]) == 2
     assert f"{flag}: an empty folder name (got ''); allowed: a folder" in capsys.readouterr().err
     assert not (tmp_path / "results").exists()
+
+
+def test_validate_set_empty_is_an_unknown_case_set(tmp_path, capsys):
+    """``--set ""`` is no case set (not the default: found by bench/fuzz.py --seed 5151,
+    cli seeds 5178 and 5200, after --set lost its default value to tell --live apart)."""
+    from simcluster.cli import main
+
+    assert main(["validate", "--set", "", "--out", str(tmp_path / "v")]) == 2
+    err = capsys.readouterr().err
+    assert "--set: unknown case set (got ''); allowed: paper, live, all" in err

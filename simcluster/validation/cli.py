@@ -62,7 +62,8 @@ def run(args: argparse.Namespace) -> int:
                     None, flag, given, "not with --live (it validates the files it names)",
                     f"--live FILE ... alone, or {flag} without --live",
                 )  # fmt: skip
-    args.which = args.which or "paper"
+    if args.which is None:
+        args.which = "paper"
     if args.which not in ("paper", "live", "all"):
         raise ConfigError(None, "--set", args.which, "unknown case set", ["paper", "live", "all"])
     if args.jobs < 1:
