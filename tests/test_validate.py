@@ -254,6 +254,7 @@ def test_validate_live_scores_repeats_by_their_median(tmp_path, capsys):
         (["a-r1", "a-r2"], "config.world_size",
          "differs from {tmp}/a-r1.json's 2: repeats of one run"),
         (["a-r1", "gone"], "--live", "no such live-run file (got '{tmp}/gone.json')"),
+        (["a-r1", "prof"], "<root>", "this is a device profile file, not a live-run file"),
         (["a-r1", "a-r3"], "--live", "did you mean '{tmp}/a-r2.json' or '{tmp}/a-r1.json'"),
         (["a-r1", "v2"], "schema", "a live-run format this simcluster does not read (got "
          "'simcluster-live/2'); allowed: simcluster-live/1"),
@@ -264,8 +265,8 @@ def test_validate_live_refuses_files_that_are_not_repeats_of_one_run(
 ):
     """Was: a file given twice counted twice in the median; a 4-process run named as a
     repeat of a 2-process one was combined with it (reported as 2 ranks); a missing file
-    among several was found only after the ones before it were simulated (and named
-    twice: 'gone.json: gone.json: no such live-run file')."""
+    among several (or a file of another kind) was found only after the ones before it were
+    simulated (and named twice: 'gone.json: gone.json: no such live-run file')."""
     import shutil
 
     from simcluster.cli import main
@@ -273,6 +274,7 @@ def test_validate_live_refuses_files_that_are_not_repeats_of_one_run(
     src = ROOT / "scenarios/references/live"
     shutil.copy(src / "epyc-2x1-r1.json", tmp_path / "a-r1.json")
     shutil.copy(src / "epyc-4x1-r1.json", tmp_path / "a-r2.json")  # 4 processes
+    shutil.copy(ROOT / "calibrate/profiles/h200-sxm.json", tmp_path / "prof.json")
     doc = json.loads((tmp_path / "a-r1.json").read_text())
     doc["schema"] = "simcluster-live/2"
     (tmp_path / "v2.json").write_text(json.dumps(doc))
@@ -282,7 +284,7 @@ def test_validate_live_refuses_files_that_are_not_repeats_of_one_run(
     err = capsys.readouterr().err
     assert "Traceback" not in err and err.count("simcluster: error:") == 1, err
     assert f"{field}: " in err and shown.format(tmp=tmp_path) in err, err
-    assert not (out / "validation.json").exists()
+    assert not out.exists()  # refused before any run: not even its localhost topology
 
 
 @pytest.mark.parametrize(

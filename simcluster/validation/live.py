@@ -277,11 +277,12 @@ def validate_series(
                 None, "--live", str(f), f"names the same file as {again} (a run given twice "
                 "would count twice in the median)", "each live-run file once",
             )  # fmt: skip
+    loaded = {f: _load(f) for f in files}  # a file that is no live run stops all, first
     groups: dict[tuple[Path, str], list[Path]] = {}
     for f in files:
         groups.setdefault((f.resolve().parent, series_key(f)), []).append(f)
     for fs in groups.values():
-        check_repeats(fs)
+        check_repeats(fs, loaded)
     out = []
     for (_, key), fs in groups.items():
         reps = [validate_live(f, workdir, profile) for f in fs]
@@ -296,15 +297,17 @@ def validate_series(
 PER_RUN_KEYS = frozenset({"out", "_load_start", "trace", "trace_steps"})
 
 
-def check_repeats(files: list[Path]) -> None:
+def check_repeats(files: list[Path], loaded: dict[Path, dict[str, Any]] | None = None) -> None:
     """Refuse repeats of one run (names that differ only in ``-rN``) whose configurations
     differ (another process count, model, batch, ... beyond :data:`PER_RUN_KEYS`) or that
-    ran on another CPU model: their median would mix two experiments."""
+    ran on another CPU model: their median would mix two experiments. ``loaded``: the
+    files' data already read (:func:`_load`), by path."""
     if len(files) < 2:
         return
-    first = _load(files[0])
+    loaded = loaded or {}
+    first = loaded.get(files[0]) or _load(files[0])
     for f in files[1:]:
-        data = _load(f)
+        data = loaded.get(f) or _load(f)
         pairs = (("config", first["config"], data["config"]),
                  ("machine", first.get("machine", {}), data.get("machine", {})))  # fmt: skip
         for where, a, b in pairs:
