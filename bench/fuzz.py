@@ -578,6 +578,7 @@ def _cli_line(rng: random.Random, workdir: Path) -> tuple[list[str], Path | None
         "tcp://256.0.0.1:1",
     ]
     w = rng.choice(weird)
+    live = ROOT / "scenarios" / "references" / "live" / "epyc-2x1-r1.json"  # a good run beside
     lines = [
         ["run", str(tiny), "--out", w, "--no-plots"],
         ["run", w],
@@ -597,6 +598,8 @@ def _cli_line(rng: random.Random, workdir: Path) -> tuple[list[str], Path | None
         ["sweep", str(tiny), "--set", "seed=1,2", "--executor", "dask", "--scheduler", w,
          "--out", out],
         ["validate", "--live", w, "--out", out, "--no-plot"],
+        ["validate", "--live", str(live), w, "--out", out, "--no-plot"],
+        ["validate", "--live", str(live), "--set", w, "--out", out, "--no-plot"],
         ["validate", "--references", w, "--out", out, "--no-plot"],
         ["validate", "--set", w, "--out", out],
         ["spmv-table", w],

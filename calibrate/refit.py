@@ -56,6 +56,7 @@ import argparse
 import copy
 import datetime as _dt
 import json
+import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -372,6 +373,70 @@ def _host_llc(data: dict[str, Any]) -> tuple[float, str]:
     return nbytes, f"{origin} (read by calibrate.refit on a host of the profile's CPU model)"
 
 
+#: the modes of the tool, each refitting one part of the profile (none: the full refit)
+MODES = ("--amp-from-bf16", "--edges", "--kernels-llc")
+
+
+def check_flags(args: argparse.Namespace) -> None:
+    """Refuse flags that do not go together (each would be ignored without a word): two
+    modes at once, ``--llc-bytes`` without ``--kernels-llc``, ``--spec`` with a mode that
+    reads no spec sheet, an ``--llc-bytes`` that is no whole positive number of bytes."""
+    given = [m for m in MODES if getattr(args, m[2:].replace("-", "_"))]
+    if len(given) > 1:
+        raise ConfigError(
+            None, given[1], " ".join(given), f"not with {given[0]}: each refits another part",
+            f"one of {', '.join(MODES)} (or none: the full refit); run them one after another",
+        )  # fmt: skip
+    if args.llc_bytes is not None and not args.kernels_llc:
+        raise ConfigError(
+            None, "--llc-bytes", args.llc_bytes, "only sets the cache of --kernels-llc",
+            "--llc-bytes with --kernels-llc",
+        )  # fmt: skip
+    if args.spec is not None and (args.kernels_llc or args.edges):
+        mode = "--kernels-llc" if args.kernels_llc else "--edges"
+        raise ConfigError(
+            None, "--spec", args.spec, f"{mode} reads no spec sheet",
+            "--spec with the full refit or --amp-from-bf16",
+        )  # fmt: skip
+    n = args.llc_bytes
+    if n is not None and not (math.isfinite(n) and n >= 1 and n == int(n)):
+        raise ConfigError(None, "--llc-bytes", n, "out of range", "a whole number of bytes >= 1")
+
+
+def _measured_input(name: str, needs: str) -> dict[str, Any]:
+    """The profile to refit, checked as the loader checks it (a refit that copies the
+    rest of it must not write a broken field on), of kind ``measured`` (only calibration's
+    own profiles hold the samples the fits come from) and holding ``samples.<needs>``."""
+    from simcluster.compute.loader import profile_path
+    from simcluster.compute.measured import MeasuredProfile
+
+    path = profile_path(name, "PROFILE")
+    data = read_profile_data(str(path), "PROFILE")
+    if data["kind"] != "measured":
+        why = {"spec": "a spec sheet", "derived": "derived from a measured profile"}
+        raise ConfigError(
+            str(path), "kind", data["kind"],
+            f"{why.get(data['kind'], 'not measured')}: it holds no samples to refit from",
+            "a measured profile (simcluster calibrate writes one, with its samples)",
+        )  # fmt: skip
+    MeasuredProfile.from_data(data, path)
+    samples = data.get("samples")
+    if not isinstance(samples, dict) or not samples.get(needs):
+        raise ConfigError(
+            str(path), f"samples.{needs}", None,
+            f"missing: the profile holds no {needs.rstrip('s')} samples to refit from",
+            "a profile as simcluster calibrate writes it (samples kept)",
+        )  # fmt: skip
+    return data
+
+
+def _check_written(data: dict[str, Any], out: Path) -> None:
+    """The profile about to be written loads (else nothing is written)."""
+    from simcluster.compute.measured import MeasuredProfile
+
+    MeasuredProfile.from_data(data, out)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m calibrate.refit", description=__doc__)
     ap.add_argument("profile", help="measured profile (name or path) with samples")
@@ -396,15 +461,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--llc-bytes", type=float, help="last-level cache in bytes (--kernels-llc)")
     args = ap.parse_args(argv)
     try:
-        data = read_profile_data(args.profile)
+        check_flags(args)
+        data = _measured_input(args.profile, "kernels" if args.kernels_llc else "compute")
         if args.kernels_llc:
             out = Path(args.out)
             from simcluster.atomic import check_output_file, write_text_atomic
 
             check_output_file([("--out", out)], args.force)
             if args.llc_bytes is not None:
-                if not args.llc_bytes > 0 or args.llc_bytes == float("inf"):
-                    raise ConfigError(None, "--llc-bytes", args.llc_bytes, "a positive number")
                 llc, origin = args.llc_bytes, "given with --llc-bytes"
             else:
                 llc, origin = _host_llc(data)
@@ -412,6 +476,7 @@ def main(argv: list[str] | None = None) -> int:
             if args.llc_bytes is not None:
                 cmd = cmd.replace(" --out", f" --llc-bytes {args.llc_bytes:g} --out")
             new = refit_kernels_llc(data, llc, origin, cmd)
+            _check_written(new, out)
             out.parent.mkdir(parents=True, exist_ok=True)
             write_text_atomic(out, json.dumps(new, indent=1) + "\n")
             print(f"re-fitted the kernel fits of {data['name']} beyond {llc:g} B; wrote {out}",
@@ -423,6 +488,8 @@ def main(argv: list[str] | None = None) -> int:
             check_output_file([("--out", Path(args.out))], args.force)
             cmd = f"python -m calibrate.refit {args.profile} --edges --out {args.out}"
             new = add_edges(data, cmd)
+            _check_written(new, Path(args.out))
+            Path(args.out).parent.mkdir(parents=True, exist_ok=True)
             write_text_atomic(Path(args.out), json.dumps(new, indent=1) + "\n")
             print(f"added fit edges to {data['name']}; wrote {args.out}", file=sys.stderr)
             return 0
@@ -441,11 +508,13 @@ def main(argv: list[str] | None = None) -> int:
         if args.amp_from_bf16:
             cmd = f"python -m calibrate.refit {args.profile} --amp-from-bf16 --out {args.out}"
             new = refit_amp_from_bf16(data, spec, cmd)
+            _check_written(new, out)
             write_text_atomic(out, json.dumps(new, indent=1) + "\n")
             print(f"re-fitted the amp fits of {data['name']}; wrote {out}", file=sys.stderr)
             return 0
         cmd = f"python -m calibrate.refit {args.profile} --spec {spec_name} --out {args.out}"
         new = refit_profile(data, sms, spec_name, cmd)
+        _check_written(new, out)
         write_text_atomic(out, json.dumps(new, indent=1) + "\n")
     except UserError as exc:
         print(f"refit: error: {exc}", file=sys.stderr)

@@ -11,6 +11,10 @@ import json
 
 import pytest
 
+from simcluster.paths import profiles_dir
+
+ROOT_PROFILES = profiles_dir()
+
 
 def _tool_error(capsys, tool: str) -> str:
     err = capsys.readouterr().err
@@ -111,6 +115,19 @@ def test_calibrate_trace_input_shape_with_an_empty_piece_is_refused(capsys):
          "--trace: records one run (got --repeats 2); allowed: --repeats 1"),
         (["--repeats", "3", "--out", "{tmp}/mine.json"],
          "--out {tmp}/mine-r2.json: file exists; pass --force to overwrite it"),
+        # was: a ValueError traceback from Path.with_name, or files beside the folder
+        (["--repeats", "2", "--out", "."], "--out '.': names a folder, not a file"),
+        (["--repeats", "2", "--out", "/"], "--out '/': names a folder, not a file"),
+        (["--repeats", "2", "--out", "{tmp}"], "--out {tmp}: is a folder; give a file name"),
+        (["--out", "{tmp}/new/"], "--out '{tmp}/new/': names a folder, not a file"),
+        (["--out", ""], "--out '': names a folder, not a file"),
+        (["--repeats", "2", "--out", "{mine}/x.json"],
+         "--out {mine}/x-r1.json: {mine} is a file, not a folder"),
+        # was: the trace written, then overwritten by the live run
+        (["--out", "{tmp}/t.json", "--trace", "{tmp}/t.json"],
+         "--trace {tmp}/t.json: is also the live-run file --out writes"),
+        # was: a list of a billion file names built before any check (a hang)
+        (["--repeats", "1000000000"], "--repeats: out of range (got 1000000000); allowed: 1..100"),
     ],
 )  # fmt: skip
 def test_calibrate_live_bad_flag_exits_2_before_any_process(tmp_path, capsys, args, shown):
@@ -366,6 +383,62 @@ def test_refit_names_its_spec_flag_and_a_profile_of_another_kind(tmp_path, capsy
     assert refit([*argv, "--out", str(tmp_path / "r.json")]) == 2
     assert shown in capsys.readouterr().err
     assert not (tmp_path / "r.json").exists()
+
+
+@pytest.mark.parametrize(
+    "argv, shown",
+    [
+        # each was ignored without a word: the first mode ran, or the full refit
+        (["cpu-epyc-1core", "--kernels-llc", "--edges", "--llc-bytes", "1e6"],
+         "--kernels-llc: not with --edges: each refits another part"),
+        (["cpu-epyc-1core", "--edges", "--amp-from-bf16"], "--edges: not with --amp-from-bf16"),
+        (["cpu-epyc-1core", "--edges", "--llc-bytes", "1e6"],
+         "--llc-bytes: only sets the cache of --kernels-llc (got 1000000.0)"),
+        (["cpu-epyc-1core", "--edges", "--spec", "h200-sxm"],
+         "--spec: --edges reads no spec sheet (got 'h200-sxm')"),
+        (["cpu-epyc-1core", "--kernels-llc", "--llc-bytes", "0.5"],
+         "--llc-bytes: out of range (got 0.5); allowed: a whole number of bytes >= 1"),
+        # was "samples.kernels: the profile holds no kernel samples" naming no file, or
+        # "--spec: missing: the profile names no spec_profile" for a spec sheet
+        (["h200-sxm", "--kernels-llc", "--llc-bytes", "1e6"],
+         "h200-sxm.json: kind: a spec sheet: it holds no samples to refit from (got 'spec')"),
+        (["h200-sxm"], "h200-sxm.json: kind: a spec sheet: it holds no samples"),
+        (["h100-sxm-derived", "--edges"], "h100-sxm-derived.json: kind: derived from a measured "
+         "profile: it holds no samples to refit from (got 'derived')"),
+        (["{nosamples}", "--edges"], "{nosamples}: samples.compute: missing: the profile holds "
+         "no compute samples"),
+        # was: copied into the written profile, which then did not load
+        (["{badllc}", "--edges"],
+         "{badllc}: device.roofline.llc_bytes: not a number (got '32 MiB')"),
+        (["{badllc}", "--kernels-llc", "--llc-bytes", "1e6"],
+         "{badllc}: device.roofline.llc_bytes: not a number"),
+    ],
+)  # fmt: skip
+def test_refit_refuses_flags_that_do_not_go_together_and_profiles_without_samples(
+    tmp_path, capsys, argv, shown
+):
+    from calibrate.refit import main as refit
+
+    src = json.loads((ROOT_PROFILES / "cpu-epyc-1core.json").read_text())
+    fill = {"nosamples": tmp_path / "nos.json", "badllc": tmp_path / "llc.json"}
+    fill["nosamples"].write_text(json.dumps({k: v for k, v in src.items() if k != "samples"}))
+    src["device"]["roofline"]["llc_bytes"] = "32 MiB"
+    fill["badllc"].write_text(json.dumps(src))
+    argv = [a.format(**fill) for a in argv]
+    assert refit([*argv, "--out", str(tmp_path / "r.json")]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and shown.format(**fill) in err, err
+    assert not (tmp_path / "r.json").exists()
+
+
+def test_refit_edges_makes_the_out_folder(tmp_path, capsys):
+    """Was: FileNotFoundError traceback for an --out in a folder not there yet (the other
+    modes made it)."""
+    from calibrate.refit import main as refit
+
+    out = tmp_path / "new" / "sub" / "e.json"
+    assert refit(["cpu-epyc-1core", "--edges", "--out", str(out)]) == 0
+    assert json.loads(out.read_text())["name"] == "cpu-epyc-1core"
 
 
 @pytest.mark.parametrize(

@@ -720,3 +720,61 @@ def test_a_path_to_a_file_of_the_wrong_kind_says_so(tmp_path, capsys, field, sho
     assert main(["run", str(scen), "--out", str(tmp_path / "out")]) == 2
     line = _error(capsys)
     assert f"{field}: {shown} (got '{notes}')" in line and "or a ." in line
+
+
+def _fit_edit(doc: dict, where: str, value) -> None:
+    """Set ``doc``'s field at dotted ``where`` (the last key may be new)."""
+    *path, last = where.split(".")
+    for k in path:
+        doc = doc[k]
+    doc[last] = value
+
+
+@pytest.mark.parametrize(
+    "src, where, value, shown",
+    [
+        # a compute fit priced past its edge by a feature no layer pass has: was a
+        # KeyError ('num_params') at the first layer of the run
+        ("h200-measured", "device.compute.fp32.conv.fwd.beyond", {"num_params": 1e-9},
+         "device.compute.fp32.conv.fwd.beyond.num_params: not a feature of this fit "
+         "(got 'num_params'); allowed: flops, flops_wave, bytes, bytes_spill"),
+        ("h200-measured", "device.compute.fp32.conv.fwd.edge", {"numel": 5.0},
+         "device.compute.fp32.conv.fwd.edge.numel: not a feature of this fit"),
+        ("h200-measured", "device.compute.fp32.conv.fwd.edge", {"flopz": 5.0},
+         "device.compute.fp32.conv.fwd.edge.flopz: unknown feature (got 'flopz'); allowed: "
+         "flops, flops_wave, bytes, bytes_spill; did you mean 'flops'?"),
+        ("h200-measured", "device.compute.fp32.conv.fwd.features", ["const", "numel"],
+         "device.compute.fp32.conv.fwd.features: unknown feature"),
+        # a kernel fit past an edge of a feature its family has not: was a KeyError
+        ("h200-measured", "device.kernels.compress.edge", {"flops": 1.0},
+         "device.kernels.compress.edge.flops: not a feature of this fit (got 'flops'); "
+         "allowed: numel, numel_spill"),
+        # beyond without an edge: "allowed: " named nothing
+        ("h200-measured", "device.compute.amp.linear.fwd.edge", {},
+         "device.compute.amp.linear.fwd.beyond.flops: a feature past the edge needs an edge "
+         "(got 'flops'); allowed: an edge.flops beside"),
+        # a null cache: run read it as absent, derive stopped on a TypeError
+        ("cpu-epyc-1core", "device.roofline.llc_bytes", None,
+         "device.roofline.llc_bytes: not a number (got None)"),
+        ("cpu-epyc-1core", "device.roofline.llc_bytes", "32 MiB",
+         "device.roofline.llc_bytes: not a number (got '32 MiB')"),
+    ],
+)  # fmt: skip
+@pytest.mark.parametrize("how", ["run", "derive"])
+def test_a_fits_edge_or_cache_of_the_wrong_kind_is_named(
+    tmp_path, capsys, src, where, value, shown, how
+):
+    doc = json.loads((ROOT / "calibrate" / "profiles" / f"{src}.json").read_text())
+    _fit_edit(doc, where, value)
+    f = tmp_path / "p.json"
+    f.write_text(json.dumps(doc))
+    if how == "run":
+        (tmp_path / "sc.yaml").write_text(yaml.safe_dump({**fuzz.TINY, "profile": str(f)}))
+        argv = ["run", str(tmp_path / "sc.yaml"), "--out", str(tmp_path / "o")]
+    else:
+        out = tmp_path / "d.json"
+        argv = ["calibrate", "derive", "--from", str(f), "--target", "h100-sxm", "--out", str(out)]
+    assert main(argv) == 2
+    line = _error(capsys)
+    assert f"{f}: {shown}" in line, line
+    assert not (tmp_path / "d.json").exists()

@@ -246,6 +246,80 @@ def test_validate_live_scores_repeats_by_their_median(tmp_path, capsys):
     assert len(data["live"]) == 1 and data["live"][0]["runs"] == 2
 
 
+@pytest.mark.parametrize(
+    "given, field, shown",
+    [
+        (["a-r1", "a-r1"], "--live", "names the same file as"),
+        (["a-r1", "./a-r1"], "--live", "names the same file as"),
+        (["a-r1", "a-r2"], "config.world_size",
+         "differs from {tmp}/a-r1.json's 2: repeats of one run"),
+        (["a-r1", "gone"], "--live", "no such live-run file (got '{tmp}/gone.json')"),
+        (["a-r1", "prof"], "<root>", "this is a device profile file, not a live-run file"),
+        (["a-r1", "a-r3"], "--live", "did you mean '{tmp}/a-r2.json' or '{tmp}/a-r1.json'"),
+        (["a-r1", "v2"], "schema", "a live-run format this simcluster does not read (got "
+         "'simcluster-live/2'); allowed: simcluster-live/1"),
+    ],
+)  # fmt: skip
+def test_validate_live_refuses_files_that_are_not_repeats_of_one_run(
+    tmp_path, capsys, given, field, shown
+):
+    """Was: a file given twice counted twice in the median; a 4-process run named as a
+    repeat of a 2-process one was combined with it (reported as 2 ranks); a missing file
+    among several (or a file of another kind) was found only after the ones before it were
+    simulated (and named twice: 'gone.json: gone.json: no such live-run file')."""
+    import shutil
+
+    from simcluster.cli import main
+
+    src = ROOT / "scenarios/references/live"
+    shutil.copy(src / "epyc-2x1-r1.json", tmp_path / "a-r1.json")
+    shutil.copy(src / "epyc-4x1-r1.json", tmp_path / "a-r2.json")  # 4 processes
+    shutil.copy(ROOT / "calibrate/profiles/h200-sxm.json", tmp_path / "prof.json")
+    doc = json.loads((tmp_path / "a-r1.json").read_text())
+    doc["schema"] = "simcluster-live/2"
+    (tmp_path / "v2.json").write_text(json.dumps(doc))
+    files = [str(tmp_path) + "/" + g + ".json" for g in given]
+    out = tmp_path / "v"
+    assert main(["validate", "--live", *files, "--out", str(out), "--no-plot"]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and err.count("simcluster: error:") == 1, err
+    assert f"{field}: " in err and shown.format(tmp=tmp_path) in err, err
+    assert not out.exists()  # refused before any run: not even its localhost topology
+
+
+@pytest.mark.parametrize(
+    "extra", [["--set", "paper"], ["--set", "all"], ["--paper", "PRUNEX"], ["--references", "."]]
+)
+def test_validate_live_refuses_a_case_set_flag_it_would_ignore(tmp_path, capsys, extra):
+    """Was: ``--live FILE --set all`` (or ``--paper``, ``--references``) validated FILE
+    alone and said nothing of the flag."""
+    from simcluster.cli import main
+
+    live = str(ROOT / "scenarios/references/live/epyc-2x1-r1.json")
+    out = tmp_path / "v"
+    assert main(["validate", "--live", live, *extra, "--out", str(out), "--no-plot"]) == 2
+    err = capsys.readouterr().err
+    assert f"{extra[0]}: not with --live (it validates the files it names) (got " in err, err
+    assert not out.exists()
+
+
+def test_validate_live_keeps_runs_of_two_folders_apart(tmp_path, capsys):
+    """Was: x/s-r1.json and y/s-r1.json were one run's repeats (the same name up to -rN,
+    wherever it lay), scored as one median."""
+    import shutil
+
+    from simcluster.cli import main
+
+    for d in ("x", "y"):
+        (tmp_path / d).mkdir()
+        shutil.copy(ROOT / "scenarios/references/live/epyc-2x1-r1.json", tmp_path / d / "s-r1.json")
+    files = [str(tmp_path / d / "s-r1.json") for d in ("x", "y")]
+    out = tmp_path / "v"
+    assert main(["validate", "--live", *files, "--out", str(out), "--no-plot"]) == 0
+    data = json.loads((out / "validation.json").read_text())
+    assert [r["runs"] for r in data["live"]] == [1, 1]
+
+
 def test_link_costs_follow_the_ring_formula():
     c = link_costs({"alpha_s": 6e-4, "beta_s_per_byte": 1e-9}, 4)
     assert c["overhead_s"] == pytest.approx(1e-4)  # a / (2 (P-1))
@@ -424,3 +498,25 @@ def test_shipped_nccl_tests_cases_name_their_system_kind():
     assert kinds == {"NVSwitch node", "DGX-1 cube-mesh", "multi-node InfiniBand"}
     for k in kinds:  # the issue's check: at least three message sizes per kind
         assert len({c.metric.nbytes for c in f.cases if c.group == k}) >= 3, k
+
+
+@pytest.mark.parametrize("flag", ["--references", "--out"])
+def test_validate_refuses_an_empty_folder_name(tmp_path, capsys, monkeypatch, flag):
+    """Was: ``--references ""`` read as no flag (the whole paper set validated, a minute),
+    ``--out ""`` as the default results/validate."""
+    from simcluster.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    assert main(["validate", flag, "", "--no-plot"]) == 2
+    assert f"{flag}: an empty folder name (got ''); allowed: a folder" in capsys.readouterr().err
+    assert not (tmp_path / "results").exists()
+
+
+def test_validate_set_empty_is_an_unknown_case_set(tmp_path, capsys):
+    """``--set ""`` is no case set (not the default: found by bench/fuzz.py --seed 5151,
+    cli seeds 5178 and 5200, after --set lost its default value to tell --live apart)."""
+    from simcluster.cli import main
+
+    assert main(["validate", "--set", "", "--out", str(tmp_path / "v")]) == 2
+    err = capsys.readouterr().err
+    assert "--set: unknown case set (got ''); allowed: paper, live, all" in err

@@ -718,12 +718,38 @@ def check_args(a: argparse.Namespace) -> str | None:
     if a.repeats > 1 and a.nproc is None:
         return (f"--repeats: {a.repeats} runs need --nproc (under torchrun, launch it once "
                 "per run); allowed: 1 without --nproc")  # fmt: skip
+    if a.repeats > MAX_REPEATS:
+        return (f"--repeats: out of range (got {a.repeats}); allowed: 1..{MAX_REPEATS} "
+                "(each run is a whole live run on fresh processes)")  # fmt: skip
     if a.repeats > 1 and a.trace:
         return f"--trace: records one run (got --repeats {a.repeats}); allowed: --repeats 1"
+    named = out_name_problem(a.out)
+    if named:
+        return named
     from simcluster.atomic import output_file_problem
 
-    outs = [("--out", str(p)) for p in repeat_outputs(a.out, a.repeats)]
-    return output_file_problem((*outs, ("--trace", a.trace)), a.force)
+    outs = repeat_outputs(a.out, a.repeats)
+    if a.trace and Path(a.trace).resolve() in {p.resolve() for p in outs}:
+        return (f"--trace {a.trace}: is also the live-run file --out writes; allowed: "
+                "another file name")  # fmt: skip
+    return output_file_problem((*[("--out", str(p)) for p in outs], ("--trace", a.trace)), a.force)
+
+
+#: most runs one ``--repeats`` asks for (each a whole live run, minutes on fresh processes)
+MAX_REPEATS = 100
+
+
+def out_name_problem(out: str) -> str | None:
+    """Why ``--out`` names no file the runs can write (an empty name, ``.``, ``..``, a
+    path ending in ``/``, an existing folder), else None; asked before the -rN names are
+    made from it, so that a folder never becomes ``folder-r1`` beside it."""
+    path = Path(out)
+    if not out.strip() or path.name in ("", ".", "..") or out.endswith(("/", "\\")):
+        return (f"--out {out!r}: names a folder, not a file; allowed: a .json file name "
+                "(e.g. results/live/live.json)")  # fmt: skip
+    if path.is_dir():
+        return f"--out {out}: is a folder; give a file name"
+    return None
 
 
 def repeat_outputs(out: str, repeats: int) -> list[Path]:

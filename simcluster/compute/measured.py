@@ -52,7 +52,7 @@ from simcluster.compute.profile import (
     SPARSIFY_METHODS,
     DeviceProfile,
 )
-from simcluster.errors import ConfigError
+from simcluster.errors import ConfigError, did_you_mean
 
 __all__ = [
     "FEATURES",
@@ -63,6 +63,7 @@ __all__ = [
     "MeasuredProfile",
     "layer_variant",
     "layer_features",
+    "LAYER_FEATURES",
     "kernel_features",
     "kernel_fit_path",
 ]
@@ -99,6 +100,8 @@ FEATURES: dict[str, str] = {
 
 #: features of each compute / kernel cost model, as written by calibration
 COMPUTE_FEATURES = ("const", "flops", "bytes", "bytes_spill")
+#: the features a layer pass has (:func:`layer_features`): all a compute fit may name
+LAYER_FEATURES = ("const", "flops", "flops_wave", "bytes", "bytes_spill")
 KERNEL_FEATURES: dict[str, tuple[str, ...]] = {
     "sparsify": ("const", "numel", "k", "numel_spill"),
     "projection": ("const", "numel", "groups", "numel_spill"),
@@ -172,17 +175,35 @@ class Fit:
         return max(t + past, 0.0)
 
     @classmethod
-    def from_json(cls, data: Any, file: str, where: str) -> Fit:
+    def from_json(
+        cls,
+        data: Any,
+        file: str,
+        where: str,
+        known: tuple[str, ...] | None = None,
+        own_edges: bool = False,
+    ) -> Fit:
+        """A fit record of a profile, checked (``known``: the features its kind of work
+        has, default every one of :data:`FEATURES`). Its ``edge`` and ``beyond`` may name
+        the features of ``known`` (a compute fit's edge records ``flops`` and ``bytes``
+        beside ``flops_wave``), with ``own_edges`` only the fit's own (a kernel family's
+        features differ by family): a feature the call does not compute would be a
+        KeyError at the first call past the edge."""
         if not isinstance(data, dict):
             raise ConfigError(file, where, data, "a fit is an object with features and coef")
         for key in ("features", "coef"):
             if key not in data:
                 raise ConfigError(file, f"{where}.{key}", None, "missing field")
         feats, coef = data["features"], data["coef"]
-        if not isinstance(feats, list) or not all(
-            isinstance(f, str) and f in FEATURES for f in feats
-        ):
-            raise ConfigError(file, f"{where}.features", feats, "unknown feature", list(FEATURES))
+        names = list(known or FEATURES)
+        if not isinstance(feats, list) or not all(isinstance(f, str) and f in names for f in feats):
+            bad = (
+                next((f for f in feats if f not in names), None)
+                if isinstance(feats, list)
+                else None
+            )
+            near = did_you_mean(bad, names) if isinstance(bad, str) else []
+            raise ConfigError(file, f"{where}.features", feats, "unknown feature", names, near)
         if not isinstance(coef, list) or len(coef) != len(feats):
             raise ConfigError(
                 file, f"{where}.coef", coef, "needs one number per feature", f"{len(feats)} numbers"
@@ -195,33 +216,35 @@ class Fit:
             )
             for i, (f, c) in enumerate(zip(feats, coef, strict=True))
         )
-        edge = _feature_map(data.get("edge"), file, f"{where}.edge", None)
-        beyond = _feature_map(data.get("beyond"), file, f"{where}.beyond", MAX_S_PER_UNIT)
+        past = [f for f in (feats if own_edges else names) if f != "const"]
+        edge = _feature_map(data.get("edge"), file, f"{where}.edge", None, past)
+        beyond = _feature_map(data.get("beyond"), file, f"{where}.beyond", MAX_S_PER_UNIT, past)
         for f in beyond:
             if f not in edge:
                 raise ConfigError(
                     file, f"{where}.beyond.{f}", f, "a feature past the edge needs an edge",
-                    sorted(edge),
+                    sorted(edge) or f"an edge.{f} beside it (this fit records no edge)",
                 )  # fmt: skip
         return cls(tuple(feats), values, edge, beyond)
 
 
-def _feature_map(raw: Any, file: str, where: str, top: float | None) -> dict[str, float]:
-    """``{feature: number >= 0}`` of a fit's ``edge`` / ``beyond`` (empty when absent)."""
+def _feature_map(
+    raw: Any, file: str, where: str, top: float | None, names: list[str]
+) -> dict[str, float]:
+    """``{feature: number >= 0}`` of a fit's ``edge`` / ``beyond`` (empty when absent),
+    each feature one of ``names``."""
     if raw is None:
         return {}
     if not isinstance(raw, dict):
         raise ConfigError(file, where, raw, "must map features to numbers")
     from simcluster.compute.profile_schema import check_number
-    from simcluster.errors import did_you_mean
 
     out = {}
     for f, v in raw.items():
-        if f not in FEATURES or f == "const":
-            names = [n for n in FEATURES if n != "const"]
+        if f not in names:
+            why = "not a feature of this fit" if f in FEATURES else "unknown feature"
             raise ConfigError(
-                file, f"{where}.{f}", f, "unknown feature", names,
-                suggestions=did_you_mean(f, names),
+                file, f"{where}.{f}", f, why, names, suggestions=did_you_mean(f, names)
             )  # fmt: skip
         out[f] = check_number(v, file, f"{where}.{f}", 0.0, top)
     return out
@@ -550,7 +573,9 @@ class MeasuredProfile(DeviceProfile):
                     if op == "embedding" and pass_ == "bwd_input":
                         continue  # the input is indices: no gradient
                     raw = _get(passes, (pass_,), file, f"{where}.{key}")
-                    table[key][pass_] = Fit.from_json(raw, file, f"{where}.{key}.{pass_}")
+                    table[key][pass_] = Fit.from_json(
+                        raw, file, f"{where}.{key}.{pass_}", LAYER_FEATURES
+                    )
             compute[precision] = table
 
         kraw = _get(dev, ("kernels",), file, "device")
@@ -560,7 +585,8 @@ class MeasuredProfile(DeviceProfile):
 
         def fit_at(path: tuple[str, ...]) -> None:
             raw = _get(kraw, path, file, "device.kernels")
-            kernels[path] = Fit.from_json(raw, file, "device.kernels." + ".".join(path))
+            where = "device.kernels." + ".".join(path)
+            kernels[path] = Fit.from_json(raw, file, where, own_edges=True)
             if isinstance(raw, dict) and raw.get("source") in ("spec", "measured", "derived"):
                 sources.setdefault(path[0], raw["source"])
 
@@ -595,9 +621,9 @@ class MeasuredProfile(DeviceProfile):
         roof = dev.get("roofline", {}) if isinstance(dev, dict) else {}
         cache = roof.get("cache_bytes", 0.0) if isinstance(roof, dict) else 0.0
         cache = check_number(cache, file, "device.roofline.cache_bytes", minimum=0.0)
-        llc = roof.get("llc_bytes") if isinstance(roof, dict) else None
-        if llc is not None:
-            llc = check_number(llc, file, "device.roofline.llc_bytes", minimum=0.0)
+        llc = None  # absent: the kernels spill beyond cache_bytes (a null is refused)
+        if isinstance(roof, dict) and "llc_bytes" in roof:
+            llc = check_number(roof["llc_bytes"], file, "device.roofline.llc_bytes", minimum=0.0)
         peaks = roof.get("peak_flops", {}) if isinstance(roof, dict) else {}
         prof = cls(
             data["name"], data["kind"], data["provenance"], compute, kernels, alias, file, sources,

@@ -16,8 +16,8 @@ def add_arguments(v: argparse.ArgumentParser) -> None:
     v.add_argument(
         "--set",
         dest="which",
-        default="paper",
-        help="paper (scenarios/references/*.yaml), live (recorded live runs in "
+        default=None,
+        help="paper (scenarios/references/*.yaml; the default), live (recorded live runs in "
         "scenarios/references/live/*.json) or all",
     )
     v.add_argument(
@@ -54,10 +54,23 @@ def run(args: argparse.Namespace) -> int:
     )
     from simcluster.validation.runner import run_cases
 
+    if args.live:  # the files it names are the whole set: a case-set flag would be ignored
+        for flag, given in (("--set", args.which), ("--paper", args.paper),
+                            ("--references", args.references)):  # fmt: skip
+            if given is not None:
+                raise ConfigError(
+                    None, flag, given, "not with --live (it validates the files it names)",
+                    f"--live FILE ... alone, or {flag} without --live",
+                )  # fmt: skip
+    if args.which is None:
+        args.which = "paper"
     if args.which not in ("paper", "live", "all"):
         raise ConfigError(None, "--set", args.which, "unknown case set", ["paper", "live", "all"])
     if args.jobs < 1:
         raise ConfigError(None, "--jobs", args.jobs, "out of range", "a value >= 1")
+    if args.references == "" or (args.out is not None and not args.out.strip()):
+        flag = "--references" if args.references == "" else "--out"
+        raise ConfigError(None, flag, "", "an empty folder name", "a folder")
     if args.references and not args.live:  # --set live reads its live/ folder: check it too
         refs = Path(args.references)
         check_user_dir(refs, "--references", "a folder of reference files")

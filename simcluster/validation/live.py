@@ -62,6 +62,7 @@ __all__ = [
     "PhaseResult",
     "validate_live",
     "validate_series",
+    "check_repeats",
     "combine",
     "live_files",
     "link_costs",
@@ -263,36 +264,99 @@ def overall_line(reports: list[LiveReport]) -> str:
 def validate_series(
     files: list[Path], workdir: str | Path, profile: str | None = None
 ) -> list[LiveReport]:
-    """Every file validated, repeats (same name up to ``-rN``) combined by median."""
-    groups: dict[str, list[Path]] = {}
+    """Every file validated, repeats (same folder, same name up to ``-rN``) combined by
+    median. Checked before any file is simulated: every file is there, none is named
+    twice (it would count twice in the median), and the repeats of one run share its
+    configuration (:func:`check_repeats`)."""
+    seen: dict[Path, Path] = {}
     for f in files:
-        groups.setdefault(series_key(f), []).append(f)
+        _check_file(f)
+        again = seen.setdefault(f.resolve(), f)
+        if again is not f:
+            raise ConfigError(
+                None, "--live", str(f), f"names the same file as {again} (a run given twice "
+                "would count twice in the median)", "each live-run file once",
+            )  # fmt: skip
+    loaded = {f: _load(f) for f in files}  # a file that is no live run stops all, first
+    groups: dict[tuple[Path, str], list[Path]] = {}
+    for f in files:
+        groups.setdefault((f.resolve().parent, series_key(f)), []).append(f)
+    for fs in groups.values():
+        check_repeats(fs, loaded)
     out = []
-    for key, fs in groups.items():
+    for (_, key), fs in groups.items():
         reps = [validate_live(f, workdir, profile) for f in fs]
         name = _shown(fs[0].parent / key) + (f"-median-of-{len(fs)}" if len(fs) > 1 else ".json")
         out.append(combine(reps, name) if len(fs) > 1 else reps[0])
     return out
 
 
+#: ``config`` keys that may differ between repeats of one run: where and when each was
+#: written, and the trace of rank 0 (taken before the patterns; older runs lack
+#: ``trace_steps``)
+PER_RUN_KEYS = frozenset({"out", "_load_start", "trace", "trace_steps"})
+
+
+def check_repeats(files: list[Path], loaded: dict[Path, dict[str, Any]] | None = None) -> None:
+    """Refuse repeats of one run (names that differ only in ``-rN``) whose configurations
+    differ (another process count, model, batch, ... beyond :data:`PER_RUN_KEYS`) or that
+    ran on another CPU model: their median would mix two experiments. ``loaded``: the
+    files' data already read (:func:`_load`), by path."""
+    if len(files) < 2:
+        return
+    loaded = loaded or {}
+    first = loaded.get(files[0]) or _load(files[0])
+    for f in files[1:]:
+        data = loaded.get(f) or _load(f)
+        pairs = (("config", first["config"], data["config"]),
+                 ("machine", first.get("machine", {}), data.get("machine", {})))  # fmt: skip
+        for where, a, b in pairs:
+            if not isinstance(a, dict) or not isinstance(b, dict):
+                continue  # the file's own check names it
+            keys = ["cpu_model"] if where == "machine" else list(dict.fromkeys([*a, *b]))
+            for k in keys:
+                if k in PER_RUN_KEYS or a.get(k) == b.get(k):
+                    continue
+                raise ConfigError(
+                    str(f), f"{where}.{k}", b.get(k),
+                    f"differs from {files[0]}'s {a.get(k)!r}: repeats of one run (names that "
+                    f"differ only in -rN, scored by their median) must share its {where}",
+                    "the same configuration, or a name of its own (another NAME before -rN)",
+                )  # fmt: skip
+
+
+def _check_file(p: Path) -> None:
+    """A live-run path that is no file: missing (with near names in its folder) or a
+    folder."""
+    from simcluster.paths import near_yaml_files
+
+    if p.is_dir():
+        raise ConfigError(str(p), "<root>", str(p), "is a folder, not a live-run file")
+    if not p.exists():
+        raise ConfigError(
+            None, "--live", str(p), "no such live-run file", "a calibrate.live JSON file",
+            near_yaml_files(p, (".json",)),
+        )  # fmt: skip
+
+
 def _load(path: str | Path) -> dict[str, Any]:
     p = Path(path)
     from simcluster.inputs import load_json
 
-    if not p.exists():
-        raise UserError(f"{p}: no such live-run file")
+    _check_file(p)
     data = load_json(p, "live-run file")
     from simcluster.inputs import check_kind
 
     check_kind(data, str(p), "live-run")
-    if not isinstance(data, dict) or data.get("schema") != "simcluster-live/1":
+    schema = data.get("schema") if isinstance(data, dict) else None
+    if schema != "simcluster-live/1":
+        other = isinstance(schema, str) and schema.startswith("simcluster-live/")
         raise ConfigError(
-            str(p),
-            "schema",
-            data.get("schema") if isinstance(data, dict) else None,
-            "not a calibrate.live result",
+            str(p), "schema", schema,
+            "a live-run format this simcluster does not read" if other
+            else "not a calibrate.live result",
             ["simcluster-live/1"],
-        )
+        )  # fmt: skip
     for key in ("config", "calibration", "ranks"):
         if key not in data:
             raise ConfigError(str(p), key, None, "missing field")
@@ -568,8 +632,7 @@ def validate_live(
     missing rank) is a ConfigError naming the file, never a traceback.
     """
     p = Path(path)
-    if p.is_dir():
-        raise ConfigError(str(p), "<root>", str(p), "is a folder, not a live-run file")
+    _check_file(p)
     from simcluster.engine import SimulationError
 
     try:
