@@ -489,3 +489,28 @@ def test_calibrate_live_repeats_write_numbered_files():
     assert [str(p) for p in repeat_outputs("a/live.json", 3)] == [
         "a/live-r1.json", "a/live-r2.json", "a/live-r3.json"
     ]  # fmt: skip
+
+
+def test_calibrate_live_repeats_refuse_older_repeats_beyond_the_new_ones(tmp_path, capsys):
+    """Was: --force --repeats 3 rewrote r1-r3 and left an older r4, r5 beside them, which
+    validate then scored as repeats of the new run."""
+    pytest.importorskip("torch")
+    from calibrate.live.run import main as live
+
+    for k in (1, 4, 5):
+        (tmp_path / f"l-r{k}.json").write_text('{"my": "run"}')
+    argv = ["--nproc", "2", "--repeats", "3", "--force", "--out", str(tmp_path / "l.json")]
+    assert live(argv) == 2
+    err = capsys.readouterr().err
+    assert f"{tmp_path / 'l-r4.json'}, {tmp_path / 'l-r5.json'} already hold repeats" in err
+    assert (tmp_path / "l-r1.json").read_text() == '{"my": "run"}'
+
+
+def test_calibrate_live_repeats_need_a_json_name(tmp_path, capsys):
+    """Was: --repeats 2 --out noext wrote noext-r1, noext-r2, which --set live never reads."""
+    pytest.importorskip("torch")
+    from calibrate.live.run import main as live
+
+    assert live(["--nproc", "2", "--repeats", "2", "--out", str(tmp_path / "noext")]) == 2
+    assert "allowed: a name ending in .json" in capsys.readouterr().err
+    assert not list(tmp_path.iterdir())

@@ -726,9 +726,18 @@ def check_args(a: argparse.Namespace) -> str | None:
     named = out_name_problem(a.out)
     if named:
         return named
+    if a.repeats > 1 and Path(a.out).suffix != ".json":
+        return (f"--out {a.out}: the repeats of one run are read as NAME-rN.json (simcluster "
+                "validate --set live reads *.json); allowed: a name ending in .json")  # fmt: skip
     from simcluster.atomic import output_file_problem
 
     outs = repeat_outputs(a.out, a.repeats)
+    others = stale_repeats(a.out, a.repeats)
+    if others:
+        shown = ", ".join(str(p) for p in others[:3]) + (" ..." if len(others) > 3 else "")
+        return (f"--out {a.out}: {shown} already hold repeats of this name beyond the "
+                f"{a.repeats} to be written, and would be scored with them; allowed: another "
+                "--out, or move those files away first")  # fmt: skip
     if a.trace and Path(a.trace).resolve() in {p.resolve() for p in outs}:
         return (f"--trace {a.trace}: is also the live-run file --out writes; allowed: "
                 "another file name")  # fmt: skip
@@ -750,6 +759,24 @@ def out_name_problem(out: str) -> str | None:
     if path.is_dir():
         return f"--out {out}: is a folder; give a file name"
     return None
+
+
+def stale_repeats(out: str, repeats: int) -> list[Path]:
+    """Existing ``NAME-rK`` files beside ``out`` with K above ``repeats``: the runs will
+    not overwrite them, and ``simcluster validate`` would score them as repeats of the new
+    run (none for a single run, which writes ``out`` itself)."""
+    import re
+
+    path = Path(out)
+    if repeats <= 1 or not path.parent.is_dir():
+        return []
+    pat = re.compile(re.escape(path.stem) + r"-r(\d+)" + re.escape(path.suffix) + "$")
+    found = []
+    for p in sorted(path.parent.iterdir()):
+        m = pat.match(p.name)
+        if m and int(m.group(1)) > repeats:
+            found.append(p)
+    return found
 
 
 def repeat_outputs(out: str, repeats: int) -> list[Path]:
