@@ -749,6 +749,11 @@ def _fit_edit(doc: dict, where: str, value) -> None:
         ("h200-measured", "device.kernels.compress.edge", {"flops": 1.0},
          "device.kernels.compress.edge.flops: not a feature of this fit (got 'flops'); "
          "allowed: numel, numel_spill"),
+        # a kernel fit on a feature its family's calls do not compute: was a KeyError at
+        # the first optimizer step (num_params is the optimizer's, numel the others')
+        ("h200-measured", "device.kernels.optimizer.features", ["const", "numel"],
+         "device.kernels.optimizer.features: unknown feature (got ['const', 'numel']); "
+         "allowed: const, num_params, num_params_spill"),
         # beyond without an edge: "allowed: " named nothing
         ("h200-measured", "device.compute.amp.linear.fwd.edge", {},
          "device.compute.amp.linear.fwd.beyond.flops: a feature past the edge needs an edge "

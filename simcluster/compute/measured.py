@@ -119,6 +119,30 @@ KERNEL_FEATURES: dict[str, tuple[str, ...]] = {
 }
 
 
+#: one call's parameters per kernel family (:data:`KERNEL_FAMILIES`), enough for
+#: :func:`kernel_features` to name every feature the family's calls compute
+_FAMILY_PARAMS: dict[str, dict[str, float]] = {
+    "sparsify": {"numel": 1, "density": 0.5},
+    "projection": {"numel": 1, "groups": 1},
+    "mask_apply": {"numel": 1},
+    "mask_merge": {"numel": 1},
+    "compress": {"numel": 1},
+    "decompress": {"numel": 1, "kept": 1},
+    "scatter_add": {"numel": 1},
+    "spmv": {"nnz": 1, "rows": 1, "batch": 1},
+    "outer_update": {"nnz": 1, "rows": 1, "batch": 1},
+    "elementwise": {"nbytes": 1},
+    "memcpy": {"nbytes": 1},
+    "optimizer": {"num_params": 1},
+}
+
+
+def kernel_family_features(family: str) -> tuple[str, ...]:
+    """The features a call of kernel ``family`` computes (:func:`kernel_features`): the
+    only ones its fit may name."""
+    return tuple(kernel_features(family, _FAMILY_PARAMS[family]))
+
+
 class Fit:
     """One cost model: ``t = sum coef[i] * values[features[i]]`` seconds, never negative.
 
@@ -586,7 +610,8 @@ class MeasuredProfile(DeviceProfile):
         def fit_at(path: tuple[str, ...]) -> None:
             raw = _get(kraw, path, file, "device.kernels")
             where = "device.kernels." + ".".join(path)
-            kernels[path] = Fit.from_json(raw, file, where, own_edges=True)
+            known = kernel_family_features(path[0])
+            kernels[path] = Fit.from_json(raw, file, where, known, own_edges=True)
             if isinstance(raw, dict) and raw.get("source") in ("spec", "measured", "derived"):
                 sources.setdefault(path[0], raw["source"])
 
