@@ -22,7 +22,7 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -516,6 +516,31 @@ def _checks(items: list[Item], results, profile_data: dict) -> list[dict]:
     return out
 
 
+#: where sysfs describes the first CPU's caches
+SYSFS_CACHES = "/sys/devices/system/cpu/cpu0/cache"
+_NO_SYSFS = (0.0, "unknown (no sysfs cache information)")
+
+
+def _sysfs_caches(base: str) -> Iterator[tuple[str, int, float, str]]:
+    """The data and unified caches sysfs lists under ``base`` (its ``indexN`` folders):
+    ``(folder, level, bytes, size as written)`` each, in folder order. Raises OSError or
+    ValueError where sysfs does not say (no folder, an unreadable or malformed entry)."""
+    for idx in sorted(os.listdir(base)):
+        if not idx.startswith("index"):
+            continue
+        d = os.path.join(base, idx)
+        with open(os.path.join(d, "level")) as f:
+            level = int(f.read().strip())
+        with open(os.path.join(d, "type")) as f:
+            kind = f.read().strip()
+        if kind not in ("Unified", "Data"):
+            continue
+        with open(os.path.join(d, "size")) as f:
+            size = f.read().strip().upper()
+        mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(size[-1:], 1)
+        yield idx, level, float(size.rstrip("KMG")) * mult, size
+
+
 def cache_size(device: torch.device, threads: int) -> tuple[float, str]:
     """Bytes of cache a layer pass runs in, and where the number came from.
 
@@ -526,28 +551,17 @@ def cache_size(device: torch.device, threads: int) -> tuple[float, str]:
         props = torch.cuda.get_device_properties(device)
         l2 = float(getattr(props, "L2_cache_size", 0) or 0)
         return l2, "torch.cuda.get_device_properties().L2_cache_size"
-    base = "/sys/devices/system/cpu/cpu0/cache"
     try:
-        for idx in sorted(os.listdir(base)):
-            d = os.path.join(base, idx)
-            with open(os.path.join(d, "level")) as f:
-                level = f.read().strip()
-            with open(os.path.join(d, "type")) as f:
-                kind = f.read().strip()
-            if level == "2" and kind in ("Unified", "Data"):
-                with open(os.path.join(d, "size")) as f:
-                    size = f.read().strip().upper()
-                mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(size[-1:], 1)
-                per_core = float(size.rstrip("KMG")) * mult
-                return per_core * threads, f"{base}/{idx}: L2 {size} per core x {threads} threads"
+        for idx, level, per_core, size in _sysfs_caches(SYSFS_CACHES):
+            if level == 2:
+                where = f"{SYSFS_CACHES}/{idx}: L2 {size} per core x {threads} threads"
+                return per_core * threads, where
     except (OSError, ValueError):
         pass
-    return 0.0, "unknown (no sysfs cache information)"
+    return _NO_SYSFS
 
 
-def llc_size(
-    device: torch.device, base: str = "/sys/devices/system/cpu/cpu0/cache"
-) -> tuple[float, str]:
+def llc_size(device: torch.device, base: str = SYSFS_CACHES) -> tuple[float, str]:
     """Bytes of the last-level cache, and where the number came from.
 
     CPU: the highest-level data or unified cache of cpu0 in sysfs (``base``), one
@@ -556,27 +570,14 @@ def llc_size(
     """
     if device.type == "cuda":
         return cache_size(device, 1)
-    best: tuple[int, float, str] | None = None
     try:
-        for idx in sorted(os.listdir(base)):
-            d = os.path.join(base, idx)
-            if not idx.startswith("index"):
-                continue
-            with open(os.path.join(d, "level")) as f:
-                level = int(f.read().strip())
-            with open(os.path.join(d, "type")) as f:
-                kind = f.read().strip()
-            if kind not in ("Unified", "Data"):
-                continue
-            with open(os.path.join(d, "size")) as f:
-                size = f.read().strip().upper()
-            mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(size[-1:], 1)
-            nbytes = float(size.rstrip("KMG")) * mult
-            if best is None or level > best[0]:
-                best = (level, nbytes, f"{base}/{idx}: L{level} {size}")
+        caches = list(_sysfs_caches(base))
     except (OSError, ValueError):
-        return 0.0, "unknown (no sysfs cache information)"
-    return (best[1], best[2]) if best else (0.0, "unknown (no sysfs cache information)")
+        return _NO_SYSFS
+    if not caches:
+        return _NO_SYSFS
+    idx, level, nbytes, size = max(caches, key=lambda c: c[1])  # the first of the top level
+    return nbytes, f"{base}/{idx}: L{level} {size}"
 
 
 def _canary(device: torch.device) -> Callable[[], object]:
