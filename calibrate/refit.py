@@ -430,11 +430,15 @@ def _measured_input(name: str, needs: str) -> dict[str, Any]:
     return data
 
 
-def _check_written(data: dict[str, Any], out: Path) -> None:
-    """The profile about to be written loads (else nothing is written)."""
+def _write(data: dict[str, Any], out: Path) -> None:
+    """Write the refitted profile ``data`` to ``out`` (its folder made), once it loads as
+    a profile (else nothing is written)."""
+    from simcluster.atomic import write_text_atomic
     from simcluster.compute.measured import MeasuredProfile
 
     MeasuredProfile.from_data(data, out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    write_text_atomic(out, json.dumps(data, indent=1) + "\n")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -463,34 +467,25 @@ def main(argv: list[str] | None = None) -> int:
     try:
         check_flags(args)
         data = _measured_input(args.profile, "kernels" if args.kernels_llc else "compute")
-        if args.kernels_llc:
-            out = Path(args.out)
-            from simcluster.atomic import check_output_file, write_text_atomic
+        out = Path(args.out)
+        from simcluster.atomic import check_output_file
 
+        if args.kernels_llc:
             check_output_file([("--out", out)], args.force)
             if args.llc_bytes is not None:
                 llc, origin = args.llc_bytes, "given with --llc-bytes"
+                given = f" --llc-bytes {args.llc_bytes:g}"
             else:
-                llc, origin = _host_llc(data)
-            cmd = f"python -m calibrate.refit {args.profile} --kernels-llc --out {args.out}"
-            if args.llc_bytes is not None:
-                cmd = cmd.replace(" --out", f" --llc-bytes {args.llc_bytes:g} --out")
-            new = refit_kernels_llc(data, llc, origin, cmd)
-            _check_written(new, out)
-            out.parent.mkdir(parents=True, exist_ok=True)
-            write_text_atomic(out, json.dumps(new, indent=1) + "\n")
+                (llc, origin), given = _host_llc(data), ""
+            cmd = f"python -m calibrate.refit {args.profile} --kernels-llc{given} --out {args.out}"
+            _write(refit_kernels_llc(data, llc, origin, cmd), out)
             print(f"re-fitted the kernel fits of {data['name']} beyond {llc:g} B; wrote {out}",
                   file=sys.stderr)  # fmt: skip
             return 0
         if args.edges:
-            from simcluster.atomic import check_output_file, write_text_atomic
-
-            check_output_file([("--out", Path(args.out))], args.force)
+            check_output_file([("--out", out)], args.force)
             cmd = f"python -m calibrate.refit {args.profile} --edges --out {args.out}"
-            new = add_edges(data, cmd)
-            _check_written(new, Path(args.out))
-            Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-            write_text_atomic(Path(args.out), json.dumps(new, indent=1) + "\n")
+            _write(add_edges(data, cmd), out)
             print(f"added fit edges to {data['name']}; wrote {args.out}", file=sys.stderr)
             return 0
         spec_name = args.spec or data.get("device", {}).get("spec_profile")
@@ -500,22 +495,14 @@ def main(argv: list[str] | None = None) -> int:
         sms = int(spec.get("device", {}).get("sm_count", 0))
         if sms <= 0:
             raise ConfigError(spec_name, "device.sm_count", None, "missing field")
-        out = Path(args.out)
-        from simcluster.atomic import check_output_file, write_text_atomic
-
         check_output_file([("--out", out)], args.force)
-        out.parent.mkdir(parents=True, exist_ok=True)
         if args.amp_from_bf16:
             cmd = f"python -m calibrate.refit {args.profile} --amp-from-bf16 --out {args.out}"
-            new = refit_amp_from_bf16(data, spec, cmd)
-            _check_written(new, out)
-            write_text_atomic(out, json.dumps(new, indent=1) + "\n")
+            _write(refit_amp_from_bf16(data, spec, cmd), out)
             print(f"re-fitted the amp fits of {data['name']}; wrote {out}", file=sys.stderr)
             return 0
         cmd = f"python -m calibrate.refit {args.profile} --spec {spec_name} --out {args.out}"
-        new = refit_profile(data, sms, spec_name, cmd)
-        _check_written(new, out)
-        write_text_atomic(out, json.dumps(new, indent=1) + "\n")
+        _write(refit_profile(data, sms, spec_name, cmd), out)
     except UserError as exc:
         print(f"refit: error: {exc}", file=sys.stderr)
         return 2
