@@ -285,7 +285,7 @@ def validate_series(
         check_repeats(fs, loaded)
     out = []
     for (_, key), fs in groups.items():
-        reps = [validate_live(f, workdir, profile) for f in fs]
+        reps = [validate_live(f, workdir, profile, data=loaded[f]) for f in fs]
         name = _shown(fs[0].parent / key) + (f"-median-of-{len(fs)}" if len(fs) > 1 else ".json")
         out.append(combine(reps, name) if len(fs) > 1 else reps[0])
     return out
@@ -624,19 +624,24 @@ def _shown(p: Path) -> str:
 
 
 def validate_live(
-    path: str | Path, workdir: str | Path, profile: str | None = None, network: str | None = None
+    path: str | Path,
+    workdir: str | Path,
+    profile: str | None = None,
+    network: str | None = None,
+    data: dict[str, Any] | None = None,
 ) -> LiveReport:
     """Simulate every measured iteration of a live-run file; per-phase comparison.
 
     A file whose fields have the wrong shape (a null, a string for a number, a
-    missing rank) is a ConfigError naming the file, never a traceback.
+    missing rank) is a ConfigError naming the file, never a traceback. ``data``: the
+    file as :func:`_load` already read it (else it is read here).
     """
     p = Path(path)
     _check_file(p)
     from simcluster.engine import SimulationError
 
     try:
-        return _validate_live(path, workdir, profile, network)
+        return _validate_live(path, workdir, profile, network, data)
     except ConfigError:
         raise
     except UserError as exc:  # a model's own line (a collective the sweep did not time)
@@ -769,11 +774,16 @@ def _has_wake_sizes(model) -> bool:
 
 
 def _validate_live(
-    path: str | Path, workdir: str | Path, profile: str | None, network: str | None = None
+    path: str | Path,
+    workdir: str | Path,
+    profile: str | None,
+    network: str | None = None,
+    data: dict[str, Any] | None = None,
 ) -> LiveReport:
     from simcluster.simulation import Simulation
 
-    data = _load(path)
+    if data is None:
+        data = _load(path)
     path = _shown(Path(path))
     cfg = data["config"]
     world = int(cfg["world_size"])
