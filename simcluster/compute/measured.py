@@ -510,8 +510,6 @@ ROOFLINE_HOST_KEYS = ("memory_bandwidth", "launch_overhead_s", *DDP_HOST_KEYS)
 def _check_roofline_host(host: Any, file: str) -> None:
     """``device.roofline.host`` is a mapping of :data:`ROOFLINE_HOST_KEYS` (a list, a null
     or a misspelt ``ddp_hooks_s`` was ignored: the defaults were used without a word)."""
-    from simcluster.errors import did_you_mean
-
     where = "device.roofline.host"
     if not isinstance(host, dict):
         raise ConfigError(file, where, host, "not a mapping", ", ".join(ROOFLINE_HOST_KEYS))
