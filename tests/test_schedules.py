@@ -205,8 +205,10 @@ def test_overlap_max_selection_follows_equation_2():
     assert overlap_max_selection(tb, tgpu, sizes, 8.0) == [False, False, False, True]
     # the largest stays sparsified even when the previous buffer is short
     assert overlap_max_selection(tb, tgpu, sizes, 5.0) == [False, False, False, True]
-    # nothing to gain when the bare backward is longer than the previous communication
-    assert overlap_max_selection(tb, tgpu, sizes, 3.0) == [True] * 4
+    # section IV-B gives no other stop: a bare backward (4) longer than the previous
+    # communication (3) excludes like any buffer where equation 2 cannot be met
+    assert overlap_max_selection(tb, tgpu, sizes, 3.0) == [False, False, False, True]
+    assert overlap_max_selection(tb, tgpu, sizes, 3.0, 25) == [True, False, True, True]
 
 
 def test_overlap_max_selection_stops_at_the_dense_budget():

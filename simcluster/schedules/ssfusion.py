@@ -117,18 +117,20 @@ def overlap_max_selection(
 
     Starting from the smallest tensor, exclude tensors from sparsification until
     ``t_prev_comm >= sum(t_backward) + sum(t_sparsify of the sparsified)``; the
-    largest tensor is never excluded. When even the bare backward time exceeds
-    ``t_prev_comm``, no exclusion can add overlap (it only makes this buffer's
-    communication longer), so nothing is excluded: our reading of "until the
-    overlap is maximised". ``max_dense`` (entries, None = no limit): the
-    excluded tensors may hold at most this many entries in all; the exclusion
-    stops before the tensor that would pass it (see :func:`dense_budget`).
-    Returns one flag per tensor, input order.
+    largest tensor is never excluded. Section IV-B, Step-2 (iii) excludes until
+    equation 2 holds and gives no other stop, so a buffer whose bare backward
+    already outlasts ``t_prev_comm`` is treated like any other buffer where the
+    equation cannot be met: exclusions go on to the largest tensor (or to
+    ``max_dense``). Within the budget density-aware compensation keeps the
+    buffer's communication unchanged, the premise of Step-2, so each exclusion
+    only shortens the buffer's computation.
+    ``max_dense`` (entries, None = no limit): the excluded tensors may hold at
+    most this many entries in all; the exclusion stops before the tensor that
+    would pass it (see :func:`dense_budget`). Returns one flag per tensor, input
+    order.
     """
     n = len(sizes)
     flags = [True] * n
-    if t_prev_comm < sum(t_backward):
-        return flags
     order = sorted(range(n), key=lambda j: (sizes[j], j))
 
     def busy() -> float:
