@@ -206,6 +206,7 @@ def test_derived_gemms_never_beat_the_math_peak(key):
         ("v100-sxm2-32gb", ["fp32", "amp"]),
         ("a100-80gb-sxm", ["fp32", "tf32", "amp", "amp_bf16"]),
         ("h100-sxm", ["fp32", "tf32", "amp", "amp_bf16"]),
+        ("a100-80gb-pcie", ["fp32", "tf32", "amp", "amp_bf16"]),
     ],
 )
 def test_committed_derived_profiles_match_the_transfer_model(target, keys):
@@ -219,6 +220,11 @@ def test_committed_derived_profiles_match_the_transfer_model(target, keys):
     assert list(fresh["device"]["compute"]) == keys
     assert fresh["device"]["compute"] == committed["device"]["compute"]
     assert fresh["device"]["kernels"] == committed["device"]["kernels"]
+    # the target spec's sourced per-call sparsification tables travel unchanged
+    spec = json.loads((ROOT / f"calibrate/profiles/{target}.json").read_text())
+    tables = spec["device"].get("sparsify_measured")
+    assert fresh["device"].get("sparsify_measured") == tables
+    assert committed["device"].get("sparsify_measured") == tables
 
 
 @pytest.mark.parametrize(

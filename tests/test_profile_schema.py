@@ -243,3 +243,41 @@ def test_sparsify_table_replaces_the_roofline_for_its_method_only(tmp_path):
         assert t("sparsify", numel=5500, density=0.01, **kw) == plain.kernel_time(
             "sparsify", numel=5500, density=0.01, **kw
         )
+
+
+def _measured_with_table(table, key="device.dgc"):
+    data = json.loads((profiles_dir() / "cpu-xeon-1core.json").read_text())
+    data["device"]["sparsify_measured"] = {key: table}
+    return data
+
+
+@pytest.mark.parametrize(
+    "table, key, match",
+    [
+        ({**_TABLE, "numel": [10000, 1000]}, "device.dgc", "strictly increasing"),
+        ({**_TABLE, "seconds": [1e-3, "2 ms"]}, "device.dgc", "wrong type"),
+        (_TABLE, "host.dcg", "allowed: device.exact"),
+        ([1e-3], None, "must be a mapping"),
+    ],
+)
+def test_bad_sparsify_tables_in_a_measured_profile_are_config_errors(tmp_path, table, key, match):
+    data = _measured_with_table(table, key or "device.dgc")
+    if key is None:
+        data["device"]["sparsify_measured"] = table
+    with pytest.raises(ConfigError, match=match) as err:
+        load_profile(_write(tmp_path, data, "m.json"))
+    assert "device.sparsify_measured" in str(err.value)
+
+
+def test_sparsify_table_replaces_a_measured_fit_for_its_method_only(tmp_path):
+    """A measured or derived profile may carry a spec profile's sourced per-call table
+    (``calibrate derive`` copies the target's); it replaces that side's and method's fit."""
+    prof = load_profile(_write(tmp_path, _measured_with_table(_TABLE), "m.json"))
+    plain = load_profile(str(profiles_dir() / "cpu-xeon-1core.json"))
+    t = prof.kernel_time
+    assert t("sparsify", numel=10, density=0.01, method="dgc") == 1e-3
+    assert t("sparsify", numel=5500, density=0.01, method="dgc") == pytest.approx(1.5e-3)
+    for kw in ({"method": "exact"}, {"method": "dgc", "where": "host"}):
+        assert t("sparsify", numel=5500, density=0.01, **kw) == plain.kernel_time(
+            "sparsify", numel=5500, density=0.01, **kw
+        )

@@ -18,6 +18,13 @@ Layout of the ``device`` section (``kind`` ``measured`` or ``derived``)::
     compute:  {precision: {op_class | "op_class:variant": {pass: fit}}}
     kernels:  {family: fit | {sub_key: fit}}    # sub-keys below
     roofline: {peak_flops: {fp32, fp16_tensor?}, memory_bandwidth, launch_overhead_s, host}
+    sparsify_measured: {"device.dgc": table, ...}   # optional, as in a spec profile
+
+``sparsify_measured`` (optional) holds sourced per-call sparsification times in the
+spec profile's format (:class:`~simcluster.compute.profile_schema.SparsifyTable`); a
+table replaces the ``sparsify`` fit of its side and method. ``calibrate derive`` copies
+the target spec's tables into the derived profile (a sourced measurement of the
+implementation on the target beats a transfer of another implementation).
 
 ``compute`` has a fit for every op class in :data:`simcluster.workload.model.OP_CLASSES`
 and pass (``fwd``, ``bwd_input``, ``bwd_weight``); an ``op:variant`` fit (e.g.
@@ -51,6 +58,7 @@ from simcluster.compute.profile import (
     PRECISIONS,
     SPARSIFY_METHODS,
     DeviceProfile,
+    interpolate_per_call,
 )
 from simcluster.errors import ConfigError, did_you_mean
 
@@ -566,6 +574,10 @@ class MeasuredProfile(DeviceProfile):
         self.memory_bytes = memory_bytes
         #: SMs of the device (``device.roofline.sm_count``; 0 = unknown: no wave model)
         self.sm_count = sm_count
+        #: sourced per-call sparsification tables (``device.sparsify_measured``, e.g. a
+        #: derived profile's target spec's): ``"device.dgc"`` -> (numel, seconds); each
+        #: replaces the fit of its side and method
+        self.sparsify_measured: dict[str, tuple[tuple[float, ...], tuple[float, ...]]] = {}
 
     # -- loading ----------------------------------------------------------------------
     @classmethod
@@ -653,6 +665,10 @@ class MeasuredProfile(DeviceProfile):
             cache, peaks if isinstance(peaks, dict) else {}, _memory_bytes(dev, file),
             int(roof.get("sm_count", 0) or 0) if isinstance(roof, dict) else 0, llc,
         )  # fmt: skip
+        if isinstance(dev, dict) and "sparsify_measured" in dev:
+            from simcluster.compute.profile_schema import validate_sparsify_tables
+
+            prof.sparsify_measured = validate_sparsify_tables(dev["sparsify_measured"], file)
         host = roof.get("host", {}) if isinstance(roof, dict) else {}
         _check_roofline_host(host, file)
         for key in DDP_HOST_KEYS:  # DDP's host-bound costs, when measured
@@ -738,6 +754,10 @@ class MeasuredProfile(DeviceProfile):
     def kernel_time(self, family: str, **params: float | str) -> float:
         """Seconds for one kernel of ``family`` (parameters: :data:`KERNEL_FAMILIES`)."""
         path = kernel_fit_path(family, params)
+        if path[0] == "sparsify" and self.sparsify_measured:
+            table = self.sparsify_measured.get(f"{path[1]}.{path[2]}")
+            if table is not None:
+                return interpolate_per_call(float(params["numel"]), *table)
         if path[0] == "memcpy" and path[1] in self.memcpy_alias:
             path = ("memcpy", self.memcpy_alias[path[1]])
         return self.kernels[path](kernel_features(family, params, self.llc_bytes))

@@ -37,9 +37,11 @@ from simcluster.schema import STRICT_CONFIG, StrictModel, pydantic_to_config_err
 __all__ = [
     "SpecDevice",
     "SparsifyTable",
+    "SparsifyTables",
     "NetworkSection",
     "TransportSection",
     "validate_spec_device",
+    "validate_sparsify_tables",
     "validate_network",
     "check_number",
     "check_near_misses",
@@ -102,6 +104,27 @@ class SparsifyTable(StrictModel):
         return self
 
 
+def _sparsify_table_keys(v: dict[str, SparsifyTable]) -> dict[str, SparsifyTable]:
+    """Keys of ``sparsify_measured``: ``{device,host}.{method}``."""
+    from simcluster.compute.profile import SPARSIFY_METHODS
+
+    allowed = [f"{w}.{m}" for w in ("device", "host") for m in SPARSIFY_METHODS]
+    for key in v:
+        if key not in allowed:
+            raise ValueError(f"unknown key {key!r}; allowed: {', '.join(allowed)}")
+    return v
+
+
+class SparsifyTables(StrictModel):
+    """``device.sparsify_measured`` of a measured or derived profile: the same sourced
+    per-call tables a spec profile may carry, which replace the fits for their method
+    and side (a derived profile takes them from its target's spec sheet)."""
+
+    model_config = _OPEN
+    sparsify_measured: dict[str, SparsifyTable] = {}
+    _keys = field_validator("sparsify_measured")(_sparsify_table_keys)
+
+
 class SpecDevice(StrictModel):
     """``device`` of a spec profile: a roofline's constants."""
 
@@ -122,16 +145,7 @@ class SpecDevice(StrictModel):
     #: entry is present it replaces the roofline's pass count for that method and side
     sparsify_measured: dict[str, SparsifyTable] = {}
 
-    @field_validator("sparsify_measured")
-    @classmethod
-    def _sparsify_keys(cls, v: dict[str, SparsifyTable]) -> dict[str, SparsifyTable]:
-        from simcluster.compute.profile import SPARSIFY_METHODS
-
-        allowed = [f"{w}.{m}" for w in ("device", "host") for m in SPARSIFY_METHODS]
-        for key in v:
-            if key not in allowed:
-                raise ValueError(f"unknown key {key!r}; allowed: {', '.join(allowed)}")
-        return v
+    _sparsify_keys = field_validator("sparsify_measured")(_sparsify_table_keys)
 
     @field_validator("peak_flops")
     @classmethod
@@ -236,6 +250,24 @@ def validate_spec_device(data: Any, file: str) -> SpecDevice:
         return SpecDevice.model_validate(data)
     except ValidationError as exc:
         raise pydantic_to_config_error(exc, file, SpecDevice, ("device",)) from None
+
+
+def validate_sparsify_tables(
+    data: Any, file: str
+) -> dict[str, tuple[tuple[float, ...], tuple[float, ...]]]:
+    """``device.sparsify_measured`` of a measured or derived profile, checked:
+    ``{"device.dgc": (numel, seconds), ...}``; raises ConfigError."""
+    if not isinstance(data, dict):
+        raise ConfigError(
+            file, "device.sparsify_measured", type(data).__name__, "must be a mapping"
+        )
+    wrapped = {"sparsify_measured": data}
+    check_near_misses(wrapped, SparsifyTables, file, ("device",))
+    try:
+        tables = SparsifyTables.model_validate(wrapped).sparsify_measured
+    except ValidationError as exc:
+        raise pydantic_to_config_error(exc, file, SparsifyTables, ("device",)) from None
+    return {k: (tuple(t.numel), tuple(t.seconds)) for k, t in tables.items()}
 
 
 def validate_network(data: Any, file: str) -> NetworkSection:

@@ -67,6 +67,12 @@ Host <-> device copies of a CPU source (which has no host link: its memcpy kinds
 aliases of ``d2d``) come from the target's spec sheet: launch overhead + bytes /
 ``host_link_bandwidth`` (pageable at half the pinned rate, as :class:`SpecProfile`
 assumes); those fits are marked ``"source": "spec"``.
+
+Sourced per-call sparsification times in the target's spec sheet
+(``device.sparsify_measured``, e.g. the SSFusion paper's Table III in
+``a100-80gb-pcie``) are copied into the derived profile, where they replace the
+transferred ``sparsify`` fits of their side and method: they time the implementation
+the target ran, where a transfer can only move the source's own implementation.
 """
 
 from __future__ import annotations
@@ -436,8 +442,14 @@ def derive_profile_data(
     name: str,
     source_file: str = "<memory>",
     command: str | None = None,
+    target_tables: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The derived profile JSON (kind ``derived``) for ``target`` from ``measured``."""
+    """The derived profile JSON (kind ``derived``) for ``target`` from ``measured``.
+
+    ``target_tables``: the target spec's ``device.sparsify_measured`` (sourced per-call
+    sparsification times on the target); copied as they are, they replace the
+    transferred ``sparsify`` fits of their side and method (a direct measurement of the
+    implementation on the target beats a transfer of another implementation)."""
     if measured.get("kind") not in ("measured", "derived"):
         raise ConfigError(
             source_file, "kind", measured.get("kind"), "derive from a measured profile",
@@ -490,6 +502,12 @@ def derive_profile_data(
                 k: _scale_fit(f, dev_r, 1.0, lau(family, k)) for k, f in section.items()
             }
 
+    if target_tables:
+        notes.append(
+            f"sparsify {', '.join(sorted(target_tables))}: the target spec's sourced per-call "
+            "times (device.sparsify_measured, copied with their sources), which replace the "
+            "transferred fits of that side and method"
+        )
     ratios_fp32 = {
         "launch": dev_r["launch"],
         "compute_fp32": dev_r["compute"],
@@ -569,6 +587,7 @@ def derive_profile_data(
                 ),
                 "origin": target.origin,
             },
+            **({"sparsify_measured": copy.deepcopy(target_tables)} if target_tables else {}),
         },
     }
 
@@ -637,8 +656,11 @@ def derive_profile(
         src, _ = load_spec(src_spec_name)
     else:
         src = spec_from_roofline(data, _shown(path))
-    tgt, _ = load_spec(target)
-    return derive_profile_data(copy.deepcopy(data), src, tgt, out_name, _shown(path), command)
+    tgt, tgt_file = load_spec(target)
+    tables = _read(Path(tgt_file))["device"].get("sparsify_measured")
+    return derive_profile_data(
+        copy.deepcopy(data), src, tgt, out_name, _shown(path), command, tables
+    )
 
 
 def _shown(path: Path) -> str:
