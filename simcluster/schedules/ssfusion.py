@@ -33,8 +33,11 @@ soon as its last gradient is ready:
   allgather part (the rest), interleaving the two collectives (section IV-D).
 
 Sparsification costs come from the device profile's ``sparsify`` kernel: on the
-paper's cloud cluster (``a100-80gb-pcie``) the paper's own per-call DGC times
-(Table III: 0.85 ms for a 10 KB tensor on the GPU, 1.49 ms on the CPU), which are
+paper's cloud cluster (``a100-80gb-pcie`` and ``a100-80gb-pcie-derived``, which the
+scenarios use: compute transferred from the measured H100 profile) the paper's own
+per-call DGC times (Table III: 0.85 ms for a 10 KB tensor on the GPU, 1.49 ms on the
+CPU; the authors' DGC adjusts its threshold in a loop that reads the selected count
+back to the host, several syncs per call), which are
 what makes per-tensor sparsification of hundreds of small tensors expensive and
 selective sparsification worth doing. In -O's offload timeline only the tensors
 that stay sparsified on the GPU add GPU sparsification time (the dense ones have
