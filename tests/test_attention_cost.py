@@ -9,6 +9,7 @@ import pytest
 from simcluster.compute import load_profile
 from simcluster.compute.loader import read_profile_data
 from simcluster.compute.measured import PASS_GEMMS
+from simcluster.compute.transfer import load_spec
 from simcluster.workload import build_model
 from simcluster.workload.model import attention
 
@@ -55,3 +56,24 @@ def test_tf32_attention_is_not_priced_at_the_tf32_tensor_peak() -> None:
     t = prof.layer_time(layer, 16, "tf32", "bwd_input")
     assert t >= 2.5 * 16 * layer.flops / peak["fp32"]
     assert t > 5 * 2.5 * 16 * layer.flops / peak["tf32_tensor"]
+
+
+def test_transfer_moves_tf32_attention_by_the_fp32_peaks() -> None:
+    """A derived profile's tf32 attention past its edge moves from the source's fp32 rate
+    to the target's, as its fp32 attention does; a tf32 linear layer moves by the TF32
+    tensor-core rates (the two spec sheets' peaks: two different ratios)."""
+    src_data = read_profile_data("h100-sxm-80gb-measured")
+    src, der = src_data["device"]["compute"], read_profile_data("a100-80gb-sxm-derived")
+    der = der["device"]["compute"]
+    s_peak = load_spec(src_data["device"]["spec_profile"])[0].peak_flops
+    t_peak = load_spec("a100-80gb-sxm")[0].peak_flops
+
+    def ratio(key: str, op: str, p: str) -> float:
+        return der[key][op][p]["beyond"]["flops"] / src[key][op][p]["beyond"]["flops"]
+
+    fp32, tf32 = s_peak["fp32"] / t_peak["fp32"], s_peak["tf32_tensor"] / t_peak["tf32_tensor"]
+    assert abs(fp32 / tf32 - 1) > 0.05  # the two mechanisms give different numbers
+    for p in ("fwd", "bwd_input"):
+        assert ratio("fp32", "attention", p) == pytest.approx(fp32, rel=1e-4)
+        assert ratio("tf32", "attention", p) == pytest.approx(fp32, rel=1e-4)
+    assert ratio("tf32", "linear", "fwd") == pytest.approx(tf32, rel=1e-4)
