@@ -97,9 +97,24 @@ def test_measured_profile_rates_are_its_roofline() -> None:
     roof = data["device"]["roofline"]
     lin = data["device"]["compute"]["amp"]["linear"]["bwd_input"]
     assert lin["beyond"]["flops"] == pytest.approx(1 / roof["peak_flops"]["fp16_tensor"], 1e-5)
-    att = data["device"]["compute"]["amp"]["attention"]["bwd_input"]  # two GEMMs: dQ..dP
-    assert att["beyond"]["flops"] == pytest.approx(2 / roof["peak_flops"]["fp16_tensor"], 1e-5)
+    # the fused backward: scores recomputed, then dV, dP, dQ, dK: 5 GEMMs to the forward's 2
+    att = data["device"]["compute"]["amp"]["attention"]["bwd_input"]
+    assert att["beyond"]["flops"] == pytest.approx(2.5 / roof["peak_flops"]["fp16_tensor"], 1e-5)
     assert lin["beyond"]["bytes"] == pytest.approx(1 / roof["memory_bandwidth"], 1e-5)
+
+
+def test_tf32_attention_runs_past_its_edge_at_the_fp32_rate() -> None:
+    """Fused attention ignores the TF32 flags: its tf32 fits extrapolate at the measured
+    fp32 GEMM rate, like the fp32 ones, while a tf32 linear layer runs at the TF32 one."""
+    data = copy.deepcopy(read_profile_data("h100-sxm-80gb-measured"))
+    add_beyond(data)
+    peaks = data["device"]["roofline"]["peak_flops"]
+    tf32 = data["device"]["compute"]["tf32"]
+    for p, gemms in (("fwd", 1.0), ("bwd_input", 2.5)):
+        att = tf32["attention"][p]["beyond"]["flops"]
+        assert att == pytest.approx(gemms / peaks["fp32"], 1e-5)
+        assert att == data["device"]["compute"]["fp32"]["attention"][p]["beyond"]["flops"]
+    assert tf32["linear"]["fwd"]["beyond"]["flops"] == pytest.approx(1 / peaks["tf32_tensor"], 1e-5)
 
 
 def test_transfer_scales_the_roofline_like_a_term_and_keeps_the_edge() -> None:

@@ -38,6 +38,10 @@ def test_compute_keys():
     assert compute_key("amp", "bf16") == "amp_bf16"
     assert peak_key("tf32", "conv") == "tf32_tensor"
     assert peak_key("tf32", "norm") == "fp32"
+    # fused attention runs its fp32 kernel with TF32 on or off; under autocast it is half
+    assert peak_key("tf32", "attention") == "fp32"
+    assert peak_key("tf32", "linear") == "tf32_tensor"
+    assert peak_key("amp", "attention") == "fp16_tensor"
     assert peak_key("amp_bf16", "linear") == "bf16_tensor"
     # autocast: layer norm runs in fp32, the rest follows the half input
     assert activation_bytes("amp", "norm", "layernorm") == 4

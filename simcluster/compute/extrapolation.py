@@ -34,7 +34,8 @@ convolution runs far below the GEMM peak, and their fits say so). Groups: the GE
 classes (conv, linear, attention, lstm) have a FLOP group (``flops``, ``flops_wave``)
 and a byte group (``bytes``, ``bytes_spill``); ``flops`` is the forward's FLOPs for
 every pass, so the FLOP rate of a pass carries its GEMM count relative to the forward's
-(``PASS_GEMMS``: attention's input gradient runs two). Memory-bound op classes (norm,
+(``PASS_GEMMS``: attention's input gradient runs two and a half: the fused kernel
+recomputes the scores). Memory-bound op classes (norm,
 element-wise, pool, embedding) only stream: their ``flops`` feature stands for elements
 (as in the transfer model), so all their features are one group priced by the bytes.
 

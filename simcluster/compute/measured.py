@@ -285,8 +285,12 @@ def _feature_map(
 # ----------------------------------------------------------------------------- features
 
 #: GEMMs of a pass relative to the forward's, where not 1: attention's input gradient
-#: runs four matmuls (dQ, dK, dV, dP) against the forward's two
-PASS_GEMMS: dict[tuple[str, str], float] = {("attention", "bwd_input"): 2.0}
+#: runs five batched matmuls against the forward's two (``Q K^T`` and ``P V``, each
+#: ``B*H*S*S*d`` multiply-adds). The fused kernels PyTorch's scaled_dot_product_attention
+#: runs (flash, memory-efficient, cuDNN) keep no ``S x S`` probabilities for the backward:
+#: it recomputes the scores ``Q K^T`` from the saved log-sum-exp, then ``dV = P^T dO``,
+#: ``dP = dO V^T``, ``dQ = dS K`` and ``dK = dS^T Q``
+PASS_GEMMS: dict[tuple[str, str], float] = {("attention", "bwd_input"): 2.5}
 
 #: output tile of one thread block of a tensor-core GEMM / implicit-GEMM convolution
 #: (an assumption: cuBLAS and cuDNN pick 64..256-wide tiles; 128 x 128 is the common one)

@@ -53,7 +53,9 @@ What the source's ``fp32`` fits ran at: PyTorch's defaults are
 ``torch.backends.cuda.matmul.allow_tf32 = False`` and
 ``torch.backends.cudnn.allow_tf32 = True``, so on an Ampere-or-newer GPU a profile
 measured with the defaults has convolutions and cuDNN LSTMs on TF32 tensor cores and
-linear / attention matmuls in strict fp32. A profile that also has ``tf32`` fits was
+linear / attention matmuls in strict fp32 (attention's fused kernel runs the same fp32 math
+under either flag, :data:`~simcluster.compute.precision.NO_TF32_OPS`, so its ``tf32`` fits
+scale from and to the fp32 peak). A profile that also has ``tf32`` fits was
 measured by the harness that runs ``fp32`` strictly (both flags off); a profile may state
 the flags itself in ``provenance.allow_tf32`` (``{key: {matmul: bool, cudnn: bool}}``).
 
@@ -88,6 +90,7 @@ from simcluster.compute.measured import MEMCPY_KINDS, MeasuredProfile
 from simcluster.compute.precision import (
     COMPUTE_KEYS,
     HALF_OPS,
+    NO_TF32_OPS,
     describe_key,
     is_amp,
     peak_key,
@@ -339,8 +342,11 @@ def _allow_tf32(measured: dict[str, Any], key: str, source: DeviceSpec) -> dict[
 
 
 def source_math(measured: dict[str, Any], key: str, op: str, source: DeviceSpec) -> str:
-    """The peak key an op class's ``key`` fits ran at on the source device."""
+    """The peak key an op class's ``key`` fits ran at on the source device (attention's
+    fused kernel ignores the TF32 flags: :data:`~simcluster.compute.precision.NO_TF32_OPS`)."""
     base = op.split(":", 1)[0]
+    if key in ("fp32", "tf32") and base in NO_TF32_OPS:
+        return "fp32"
     if key in ("fp32", "tf32") and base in HALF_OPS:
         flags = _allow_tf32(measured, key, source)
         on = flags["cudnn"] if base in CUDNN_OPS else flags["matmul"]
