@@ -133,6 +133,7 @@ def _only(args: argparse.Namespace, action: str, allowed: set[str]) -> None:
         "network_out",
         "models",
         "check",
+        "layer_timing",
     ):
         if f not in allowed and getattr(args, f, None) is not None:
             flag = "--" + ("from" if f == "source" else f.replace("_", "-"))
@@ -156,7 +157,7 @@ def _threads(args: argparse.Namespace, device) -> int:
 
 
 def cmd_measure(args: argparse.Namespace) -> int:
-    _only(args, "measure", {"network_out", "models", "check"})
+    _only(args, "measure", {"network_out", "models", "check", "layer_timing"})
     if not args.out:
         raise ConfigError(None, "--out", None, "missing: where to write the profile")
     if args.quick and args.tiny:
@@ -196,6 +197,7 @@ def cmd_measure(args: argparse.Namespace) -> int:
 
         profile_path(args.spec, "--spec")
     plan = make_plan(mode, models, precisions, args.rounds, gpu=device.type == "cuda")
+    plan.host_ahead = getattr(args, "layer_timing", None) != "per-call"
     check = args.check or ("none" if mode == "tiny" else "resnet18-cifar:32")
     if check.strip().lower() != "none":
         plan.checks = _as_flag("--check", parse_models, check, 32)
@@ -210,7 +212,8 @@ def cmd_measure(args: argparse.Namespace) -> int:
     command = _command(
         args,
         ["device", "out", "network_out", "no_network", "quick", "tiny", "models", "batch",
-         "precisions", "check", "threads", "clock", "rounds", "spec", "name", "force"],
+         "precisions", "check", "threads", "clock", "layer_timing", "rounds", "spec", "name",
+         "force"],
     )  # fmt: skip
     from .runner import busy_warning, calibrate
 

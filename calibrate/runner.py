@@ -109,6 +109,9 @@ class Plan:
     collective_max_bytes: int = 4 << 20
     collective_rounds: int = 2
     collective_reps: int = 3
+    #: time layer passes with the host issuing ahead of the GPU (CUDA only;
+    #: :class:`calibrate.timing.Timer` ``host_ahead``)
+    host_ahead: bool = True
 
 
 def _geom(lo: int, hi: int, factor: int) -> list[int]:
@@ -892,6 +895,11 @@ def calibrate(
     torch.manual_seed(0)
     timer = Timer(device, plan.warmup, plan.reps, plan.min_sample_s, clock=clock)
     timer.budget_s = plan.budget_s
+    # layer passes: the GPU's time with the host ahead, as in a training step (on CUDA)
+    layer_timer = Timer(
+        device, plan.warmup, plan.reps, plan.min_sample_s, clock=clock, host_ahead=plan.host_ahead
+    )
+    layer_timer.budget_s = plan.budget_s
     layer_items, layers = _layer_items(plan, device)
     kernel_items = _kernel_items(plan, device, layers)
     roof_items = _roofline_items(plan, device)
@@ -912,6 +920,8 @@ def calibrate(
                 progress(done, total, f"round {r + 1}/{plan.rounds} {it.group}")
             t_item = time.perf_counter()
             use = host_timer if it.device.type != device.type else timer
+            if it.group == "compute" and use is timer:
+                use = layer_timer
             results[it.key].append(it.run(use))
             group = it.group if it.group != "compute" else f"compute:{it.meta['model']}"
             spent[group] = spent.get(group, 0.0) + time.perf_counter() - t_item
@@ -948,6 +958,14 @@ def calibrate(
                 "estimate = median of the quietest round; "
                 + (
                     "torch.cuda.Event timing"
+                    + (
+                        "; layer passes with the host ahead: a GPU sleep queued before each "
+                        "sample, the calls timed between events after it (the GPU's time, as "
+                        "in a training step; host_samples_s: the host's issue time per call; "
+                        "calibrate/timing.py)"
+                        if layer_timer.ahead
+                        else "; layer passes timed per call (an isolated call's host cost included)"
+                    )
                     if device.type == "cuda"
                     else "thread CPU time (time.thread_time, 1 torch thread)"
                     if clock == "cpu"
@@ -972,6 +990,14 @@ def calibrate(
             "benchmarks": len(items),
         }
     )
+    if layer_timer.ahead:
+        prov["layer_timing"] = {
+            "mode": "host-ahead",
+            "samples_host_behind": layer_timer.host_behind,
+            "what": "layer-pass samples kept although the host was still issuing calls "
+            "when the GPU's sleep ended (after calibrate.timing.HOST_AHEAD_TRIES tries); "
+            "they hold host gaps",
+        }
     notes = []
     if device.type != "cuda":
         notes.append(
