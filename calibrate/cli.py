@@ -381,6 +381,14 @@ def cmd_check(args: argparse.Namespace) -> int:
         "measured_rounds_s": meas["rounds_s"],
         "loadavg_1min": os.getloadavg()[0],
     }
+    if "gpu_s" in meas:  # CUDA: the same step with the host ahead (calibrate.models)
+        result.update(
+            measured_gpu_s=meas["gpu_s"],
+            host_issue_s=meas["host_issue_s"],
+            gpu_error=(sim["total_s"] - meas["gpu_s"]) / meas["gpu_s"],
+            gpu_rounds_s=meas["gpu_rounds_s"],
+            host_behind=meas["host_behind"],
+        )
     if args.json:
         print(json.dumps(result, indent=2))
     else:
@@ -394,6 +402,13 @@ def cmd_check(args: argparse.Namespace) -> int:
             f"(median of all samples {meas['median_all_s'] * 1e3:.1f})\n"
             f"  error: {100 * err:+.1f} %"
         )
+        if "gpu_s" in meas:
+            print(
+                f"  with the host ahead: GPU {meas['gpu_s'] * 1e3:.1f} ms (error "
+                f"{100 * result['gpu_error']:+.1f} %), host issue "
+                f"{meas['host_issue_s'] * 1e3:.1f} ms: the step as run is "
+                f"{'host' if meas['host_issue_s'] > meas['gpu_s'] else 'GPU'}-bound"
+            )
     return 0
 
 

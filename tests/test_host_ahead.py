@@ -14,6 +14,7 @@ import pytest
 import torch
 
 from calibrate import timing
+from calibrate.models import time_host_ahead
 from calibrate.timing import HOST_AHEAD_MAX_INNER, HOST_AHEAD_TRIES, Timer
 
 HZ = 1.0e9  # cycles per second of the fake GPU's sleep
@@ -115,3 +116,12 @@ def test_host_ahead_is_per_call_timing_on_a_cpu():
     m = timer.measure(lambda: time.sleep(1e-4))
     assert m.host is None and "host_samples_s" not in m.to_json()
     assert all(s >= 1e-4 for s in m.samples)
+
+
+def test_a_whole_step_with_the_host_ahead_gives_gpu_and_host_time(gpu):
+    timer = Timer(torch.device("cuda"), warmup=1, reps=3, min_sample_s=0.0)
+    out = time_host_ahead(call(gpu, 2e-3, lambda: 5e-4), timer, rounds=2)
+    assert out["gpu_s"] == pytest.approx(2e-3)  # GPU-bound: the GPU's 2 ms
+    assert 5e-4 <= out["host_issue_s"] < 5e-2
+    assert len(out["gpu_rounds_s"]) == 2 and out["host_behind"] == 0
+    assert not timer.host_ahead  # the caller's timer is left as it was
