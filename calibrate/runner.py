@@ -13,6 +13,7 @@ ResNet-18 CIFAR layers and small shapes for every other op class) and ``full``.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
 import math
 import os
@@ -482,7 +483,10 @@ def _check_items(plan: Plan, device: torch.device) -> list[Item]:
                 module.zero_grad(set_to_none=True)
                 module(x).backward(g)
 
-            return {"t": timer.measure(step)}
+            out = {"t": timer.measure(step)}
+            if timer.cuda:  # the GPU's time and the host's issue time of the same step
+                out["t_gpu"] = dataclasses.replace(timer, host_ahead=True).measure(step)
+            return out
 
         meta = {"model": w.model, "input_size": size, "batch": w.batch}
         items.append(Item(f"check/{w.label()}", "check", meta, run, device))
@@ -503,19 +507,30 @@ def _checks(items: list[Item], results, profile_data: dict) -> list[dict]:
         measured, _ = _estimate(rounds)
         model = build_model(it.meta["model"], it.meta["input_size"])
         sim = simulated_time(prof, model, it.meta["batch"])
-        out.append(
-            {
-                **it.meta,
-                "measured_s": _sig(measured),
-                "simulated_s": _sig(sim["total_s"]),
-                "error": round((sim["total_s"] - measured) / measured, 4),
-                "what": "forward + backward (fixed output gradient, no loss) of a torch "
-                "nn.Module built like the zoo's table, timed in the same rounds as the "
-                "layers; simulated = sum of the profile's fwd + bwd_weight + bwd_input "
-                "(not for the first layer)",
-                "rounds": _round_json(rounds),
-            }
-        )
+        rec = {
+            **it.meta,
+            "measured_s": _sig(measured),
+            "simulated_s": _sig(sim["total_s"]),
+            "error": round((sim["total_s"] - measured) / measured, 4),
+            "what": "forward + backward (fixed output gradient, no loss) of a torch "
+            "nn.Module built like the zoo's table, timed in the same rounds as the "
+            "layers; simulated = sum of the profile's fwd + bwd_weight + bwd_input "
+            "(not for the first layer)",
+            "rounds": _round_json(rounds),
+        }
+        if "t_gpu" in results[it.key][0]:  # CUDA: the same step with the host ahead
+            ahead = [r["t_gpu"] for r in results[it.key]]
+            gpu, k = _estimate(ahead)
+            rec.update(
+                measured_gpu_s=_sig(gpu),
+                host_issue_s=_sig(statistics.median(ahead[k].host or [0.0])),
+                gpu_error=round((sim["total_s"] - gpu) / gpu, 4),
+                gpu_what="the same step timed with the host ahead of the GPU "
+                "(calibrate/timing.py): the GPU's time for its work back to back, and "
+                "the host's time to issue it",
+                gpu_rounds=_round_json(ahead),
+            )
+        out.append(rec)
     return out
 
 

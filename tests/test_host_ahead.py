@@ -125,3 +125,25 @@ def test_a_whole_step_with_the_host_ahead_gives_gpu_and_host_time(gpu):
     assert 5e-4 <= out["host_issue_s"] < 5e-2
     assert len(out["gpu_rounds_s"]) == 2 and out["host_behind"] == 0
     assert not timer.host_ahead  # the caller's timer is left as it was
+
+
+def test_the_calibration_check_reports_the_step_with_the_host_ahead():
+    from calibrate.runner import Item, _checks
+    from calibrate.timing import Measurement
+    from simcluster.compute.loader import read_profile_data
+
+    meta = {"model": "resnet18-cifar", "input_size": 32, "batch": 32}
+    item = Item("check/r", "check", meta, lambda timer: {}, torch.device("cuda"))
+    per_call = Measurement([0.010, 0.011, 0.012], 1, 1)
+    ahead = Measurement([0.008, 0.008, 0.009], 1, 1, host=[0.004, 0.005, 0.004])
+    data = read_profile_data("h100-sxm-80gb-measured")
+    (rec,) = _checks([item], {"check/r": [{"t": per_call, "t_gpu": ahead}]}, data)
+    assert rec["measured_s"] == pytest.approx(0.011)
+    assert rec["measured_gpu_s"] == pytest.approx(0.008)
+    assert rec["host_issue_s"] == pytest.approx(0.004)
+    sim = rec["simulated_s"]
+    assert rec["gpu_error"] == pytest.approx((sim - 0.008) / 0.008, abs=1e-3)
+    assert rec["gpu_rounds"][0]["host_samples_s"] == [0.004, 0.005, 0.004]
+    # without the host-ahead timing (a CPU device) the record is as before
+    (plain,) = _checks([item], {"check/r": [{"t": per_call}]}, data)
+    assert "measured_gpu_s" not in plain
