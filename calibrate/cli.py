@@ -133,6 +133,7 @@ def _only(args: argparse.Namespace, action: str, allowed: set[str]) -> None:
         "network_out",
         "models",
         "check",
+        "layer_timing",
     ):
         if f not in allowed and getattr(args, f, None) is not None:
             flag = "--" + ("from" if f == "source" else f.replace("_", "-"))
@@ -156,7 +157,7 @@ def _threads(args: argparse.Namespace, device) -> int:
 
 
 def cmd_measure(args: argparse.Namespace) -> int:
-    _only(args, "measure", {"network_out", "models", "check"})
+    _only(args, "measure", {"network_out", "models", "check", "layer_timing"})
     if not args.out:
         raise ConfigError(None, "--out", None, "missing: where to write the profile")
     if args.quick and args.tiny:
@@ -196,6 +197,7 @@ def cmd_measure(args: argparse.Namespace) -> int:
 
         profile_path(args.spec, "--spec")
     plan = make_plan(mode, models, precisions, args.rounds, gpu=device.type == "cuda")
+    plan.host_ahead = getattr(args, "layer_timing", None) != "per-call"
     check = args.check or ("none" if mode == "tiny" else "resnet18-cifar:32")
     if check.strip().lower() != "none":
         plan.checks = _as_flag("--check", parse_models, check, 32)
@@ -210,7 +212,8 @@ def cmd_measure(args: argparse.Namespace) -> int:
     command = _command(
         args,
         ["device", "out", "network_out", "no_network", "quick", "tiny", "models", "batch",
-         "precisions", "check", "threads", "clock", "rounds", "spec", "name", "force"],
+         "precisions", "check", "threads", "clock", "layer_timing", "rounds", "spec", "name",
+         "force"],
     )  # fmt: skip
     from .runner import busy_warning, calibrate
 
@@ -378,6 +381,14 @@ def cmd_check(args: argparse.Namespace) -> int:
         "measured_rounds_s": meas["rounds_s"],
         "loadavg_1min": os.getloadavg()[0],
     }
+    if "gpu_s" in meas:  # CUDA: the same step with the host ahead (calibrate.models)
+        result.update(
+            measured_gpu_s=meas["gpu_s"],
+            host_issue_s=meas["host_issue_s"],
+            gpu_error=(sim["total_s"] - meas["gpu_s"]) / meas["gpu_s"],
+            gpu_rounds_s=meas["gpu_rounds_s"],
+            host_behind=meas["host_behind"],
+        )
     if args.json:
         print(json.dumps(result, indent=2))
     else:
@@ -391,6 +402,13 @@ def cmd_check(args: argparse.Namespace) -> int:
             f"(median of all samples {meas['median_all_s'] * 1e3:.1f})\n"
             f"  error: {100 * err:+.1f} %"
         )
+        if "gpu_s" in meas:
+            print(
+                f"  with the host ahead: GPU {meas['gpu_s'] * 1e3:.1f} ms (error "
+                f"{100 * result['gpu_error']:+.1f} %), host issue "
+                f"{meas['host_issue_s'] * 1e3:.1f} ms: the step as run is "
+                f"{'host' if meas['host_issue_s'] > meas['gpu_s'] else 'GPU'}-bound"
+            )
     return 0
 
 

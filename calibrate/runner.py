@@ -13,6 +13,7 @@ ResNet-18 CIFAR layers and small shapes for every other op class) and ``full``.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
 import math
 import os
@@ -109,6 +110,9 @@ class Plan:
     collective_max_bytes: int = 4 << 20
     collective_rounds: int = 2
     collective_reps: int = 3
+    #: time layer passes with the host issuing ahead of the GPU (CUDA only;
+    #: :class:`calibrate.timing.Timer` ``host_ahead``)
+    host_ahead: bool = True
 
 
 def _geom(lo: int, hi: int, factor: int) -> list[int]:
@@ -479,7 +483,10 @@ def _check_items(plan: Plan, device: torch.device) -> list[Item]:
                 module.zero_grad(set_to_none=True)
                 module(x).backward(g)
 
-            return {"t": timer.measure(step)}
+            out = {"t": timer.measure(step)}
+            if timer.cuda:  # the GPU's time and the host's issue time of the same step
+                out["t_gpu"] = dataclasses.replace(timer, host_ahead=True).measure(step)
+            return out
 
         meta = {"model": w.model, "input_size": size, "batch": w.batch}
         items.append(Item(f"check/{w.label()}", "check", meta, run, device))
@@ -500,19 +507,30 @@ def _checks(items: list[Item], results, profile_data: dict) -> list[dict]:
         measured, _ = _estimate(rounds)
         model = build_model(it.meta["model"], it.meta["input_size"])
         sim = simulated_time(prof, model, it.meta["batch"])
-        out.append(
-            {
-                **it.meta,
-                "measured_s": _sig(measured),
-                "simulated_s": _sig(sim["total_s"]),
-                "error": round((sim["total_s"] - measured) / measured, 4),
-                "what": "forward + backward (fixed output gradient, no loss) of a torch "
-                "nn.Module built like the zoo's table, timed in the same rounds as the "
-                "layers; simulated = sum of the profile's fwd + bwd_weight + bwd_input "
-                "(not for the first layer)",
-                "rounds": _round_json(rounds),
-            }
-        )
+        rec = {
+            **it.meta,
+            "measured_s": _sig(measured),
+            "simulated_s": _sig(sim["total_s"]),
+            "error": round((sim["total_s"] - measured) / measured, 4),
+            "what": "forward + backward (fixed output gradient, no loss) of a torch "
+            "nn.Module built like the zoo's table, timed in the same rounds as the "
+            "layers; simulated = sum of the profile's fwd + bwd_weight + bwd_input "
+            "(not for the first layer)",
+            "rounds": _round_json(rounds),
+        }
+        if "t_gpu" in results[it.key][0]:  # CUDA: the same step with the host ahead
+            ahead = [r["t_gpu"] for r in results[it.key]]
+            gpu, k = _estimate(ahead)
+            rec.update(
+                measured_gpu_s=_sig(gpu),
+                host_issue_s=_sig(statistics.median(ahead[k].host or [0.0])),
+                gpu_error=round((sim["total_s"] - gpu) / gpu, 4),
+                gpu_what="the same step timed with the host ahead of the GPU "
+                "(calibrate/timing.py): the GPU's time for its work back to back, and "
+                "the host's time to issue it",
+                gpu_rounds=_round_json(ahead),
+            )
+        out.append(rec)
     return out
 
 
@@ -892,6 +910,11 @@ def calibrate(
     torch.manual_seed(0)
     timer = Timer(device, plan.warmup, plan.reps, plan.min_sample_s, clock=clock)
     timer.budget_s = plan.budget_s
+    # layer passes: the GPU's time with the host ahead, as in a training step (on CUDA)
+    layer_timer = Timer(
+        device, plan.warmup, plan.reps, plan.min_sample_s, clock=clock, host_ahead=plan.host_ahead
+    )
+    layer_timer.budget_s = plan.budget_s
     layer_items, layers = _layer_items(plan, device)
     kernel_items = _kernel_items(plan, device, layers)
     roof_items = _roofline_items(plan, device)
@@ -912,6 +935,8 @@ def calibrate(
                 progress(done, total, f"round {r + 1}/{plan.rounds} {it.group}")
             t_item = time.perf_counter()
             use = host_timer if it.device.type != device.type else timer
+            if it.group == "compute" and use is timer:
+                use = layer_timer
             results[it.key].append(it.run(use))
             group = it.group if it.group != "compute" else f"compute:{it.meta['model']}"
             spent[group] = spent.get(group, 0.0) + time.perf_counter() - t_item
@@ -948,6 +973,14 @@ def calibrate(
                 "estimate = median of the quietest round; "
                 + (
                     "torch.cuda.Event timing"
+                    + (
+                        "; layer passes with the host ahead: a GPU sleep queued before each "
+                        "sample, the calls timed between events after it (the GPU's time, as "
+                        "in a training step; host_samples_s: the host's issue time per call; "
+                        "calibrate/timing.py)"
+                        if layer_timer.ahead
+                        else "; layer passes timed per call (an isolated call's host cost included)"
+                    )
                     if device.type == "cuda"
                     else "thread CPU time (time.thread_time, 1 torch thread)"
                     if clock == "cpu"
@@ -972,6 +1005,14 @@ def calibrate(
             "benchmarks": len(items),
         }
     )
+    if layer_timer.ahead:
+        prov["layer_timing"] = {
+            "mode": "host-ahead",
+            "samples_host_behind": layer_timer.host_behind,
+            "what": "layer-pass samples kept although the host was still issuing calls "
+            "when the GPU's sleep ended (after calibrate.timing.HOST_AHEAD_TRIES tries); "
+            "they hold host gaps",
+        }
     notes = []
     if device.type != "cuda":
         notes.append(

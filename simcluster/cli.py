@@ -553,6 +553,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="cpu: thread CPU time, with --threads 1 (robust on a shared machine)",
     )
     c.add_argument(
+        "--layer-timing",
+        choices=["host-ahead", "per-call"],
+        help="measure on CUDA: host-ahead (default) times each layer pass's GPU work with "
+        "the host issuing the calls ahead of it, as in a training step; per-call times "
+        "calls one by one, the host's cost of an isolated call included",
+    )
+    c.add_argument(
         "--spec", help="spec profile of the measured device (measure; derive takes --source-spec)"
     )
     c.add_argument("--from", dest="source", help="measured profile to derive from (derive)")

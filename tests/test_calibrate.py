@@ -428,6 +428,8 @@ def test_calibrate_refuses_to_overwrite_without_force(tiny, capsys):
         (["calibrate", "derive", "--target", "v100", "--from", "a", "--out", "y.json"],
          "unknown profile"),
         (["calibrate", "check"], "--profile: missing"),
+        (["calibrate", "check", "--profile", "h100-sxm", "--layer-timing", "per-call"],
+         "--layer-timing: not an option of `calibrate check`"),
         (["calibrate", "check", "--profile", "v100-sxm2-32gb", "--model", "vgg16"],
          "builds ResNets"),
     ],
