@@ -2,24 +2,24 @@
 simulator predicts the same ops (gloo model and CPU-sharing factor from the run's own
 calibration sweep, compute from the measured CPU profile).
 
-The bounds are measured figures, not hopes: median |error| of the collective phases at
-most 80 %, every pattern's iteration within 50 %, every collective phase of 2 ms or more
-within 0.05x-3x of measured (below 2 ms: scheduler noise, median only). Issue 15 asks for
-40 % and 25 % here. On 2026-11-28 (2-core AMD EPYC VM, nothing else running) fifteen
-fresh runs made as this test makes them, each alone (02:15-02:20, 02:40-02:42 and
-03:01-03:03 UTC), met 40 % / 25 % thirteen times (collective medians 7.5 % to 38.5 %,
-worst iteration 6.1 % to 21.2 %); the other two had collective medians of 53.3 % and
-99.2 %, the second above even the 80 % bound. The test at those bounds then passed in
-one fresh-clone ``make test`` (02:23 UTC) and failed in the next (02:50-02:55 UTC): both
-of its runs inside the full suite broke the collective bound, 52 % and 54 % (the large
-transfers about half their measured time, Top-K's allgather up to 3x over), iterations
-within 8.6 %. So the tighter bounds would fail CI on this host too often, and the bounds
-stay at 80 % / 50 %. Two rules keep run-to-run noise
-from failing the test: a run that breaks a bound is repeated once, fresh (a model or unit
-error breaks both), and the test is skipped, saying so, when the 1-minute load average is
-already above the core count before it starts, or when the run's own CPU-sharing test
-finds the two processes slowed more than 3x against one alone (measured times then say
-more about the neighbours than about this host).
+Bounds (issue 15's CI check): median |error| of the 8 collective phases at most 40 %,
+median |error| of the 5 patterns' iterations at most 25 %; as guards against a unit or
+model error hiding under a median, every pattern's iteration within 50 % and every
+collective phase of 2 ms or more within 0.05x-3x of measured (below 2 ms: scheduler
+noise, median only). Measured before they were set (2026-11-28, 2-core AMD EPYC VM,
+nothing else running, session 13's code): twelve fresh runs made as this test makes
+them, six inside the full suite or alone at 11:27-11:38 UTC and six alone at
+11:38-11:43 UTC, had collective medians of 8.6 % to 42.9 % (one above 40 %), iteration
+medians (the last six) of 3.8 % to 16.8 %, and their worst pattern's iteration 10.3 %
+to 37.5 %. On 2026-11-28 02:50 UTC (session 9's code, before the gloo segment count
+and the kernels' cache level) both runs of one full suite broke a 40 % collective bound
+(52 % and 54 %), so a bad spell on this shared VM can still fail it. Two rules keep
+run-to-run noise from failing the test: a run that breaks a bound is repeated once,
+fresh (a model or unit error breaks both), and the test is skipped, saying so, when the
+1-minute load average is already above the core count before it starts, or when the
+run's own CPU-sharing test finds the two processes slowed more than 3x against one alone
+(measured times then say more about the neighbours than about this host).
+`LIVE_CI_LOG=FILE` appends each run's medians to FILE.
 """
 
 from __future__ import annotations
@@ -35,8 +35,9 @@ import pytest
 from simcluster.validation.live import validate_live
 
 ROOT = Path(__file__).resolve().parents[1]
-COMM_MEDIAN_BOUND = 0.80
-ITERATION_BOUND = 0.50
+COMM_MEDIAN_BOUND = 0.40  # issue 15: median |error| of the collective phases
+ITERATION_MEDIAN_BOUND = 0.25  # issue 15: median |error| of the patterns' iterations
+ITERATION_BOUND = 0.50  # and no pattern's iteration beyond this
 PHASE_RATIO = (0.05, 3.0)
 BUSY_SHARE = 3.0
 RATIO_MIN_S = 0.002  # collective phases shorter than this: scheduler noise, median only
@@ -75,6 +76,9 @@ def _misses(rep) -> list[str]:
                 out.append(f"{p.pattern} {p.phase} x{p.simulated / p.measured:.2f}")
         if p.phase == "iteration" and abs(p.error) > ITERATION_BOUND:
             out.append(f"{p.pattern} iteration {p.error:+.0%}")
+    iterations = [abs(p.error) for p in rep.phases if p.phase == "iteration"]
+    if iterations and statistics.median(iterations) > ITERATION_MEDIAN_BOUND:
+        out.append(f"iteration median |error| {statistics.median(iterations):.0%}")
     return out
 
 
@@ -93,6 +97,14 @@ def test_live_run_on_localhost_within_bounds(tmp_path):
             pytest.skip(busy)
         print(rep.table())
         missed = _misses(rep)
+        if os.environ.get("LIVE_CI_LOG"):
+            its = [abs(p.error) for p in rep.phases if p.phase == "iteration"]
+            with open(os.environ["LIVE_CI_LOG"], "a") as fh:
+                fh.write(
+                    f"run {k} load {os.getloadavg()[0]:.2f} comm median "
+                    f"{statistics.median(rep.comm_errors()):.3f} it median "
+                    f"{statistics.median(its):.3f} worst {max(its):.3f} {missed}\n"
+                )
         if not missed:
             return
         tables.append(f"run {k}: " + "; ".join(missed) + "\n" + rep.table())
