@@ -27,8 +27,12 @@ live program ran them, and simulated:
   once over its thread CPU time alone, measured before and after each pattern) and
   times the host's speed then (that job's thread CPU time alone over the profile's
   seconds for it: on a shared virtual machine a CPU second does less work when the
-  host is busy); every other compute phase (packing, top-k, projection, ...) is *replayed*: its
-  measured time is put into the program and it is not scored;
+  host is busy); the packing, top-k, decompression and H-SADMM consensus phases
+  (``pack``, ``sparsify``, ``decompress``, ``dual``, ``projection``, ``compress``) are
+  predicted the same way from the profile's kernel families, with the tensor sizes
+  rebuilt from the run's config and model (:mod:`simcluster.validation.live_kernels`);
+  any other compute phase is *replayed*: its measured time is put into the program
+  and it is not scored;
 - a gloo run whose file gives its host's cores (``machine.cpus``) is simulated on those
   cores shared by the ranks' compute and collectives
   (:mod:`simcluster.validation.host_sharing`: a rank blocked at a rendezvous frees its
@@ -525,6 +529,7 @@ def _programs(
     rank_ops: dict[int, list[dict[str, Any]]],
     compute: dict[str, float] | None,
     gloo=None,
+    per_op: dict[tuple[str, str], list[float]] | None = None,
 ):
     """One rank class per rank; op id -> phase.
 
@@ -540,13 +545,15 @@ def _programs(
     for r, ops in sorted(rank_ops.items()):
         prog = RankClass(f"r{r}", (r,))
         seen: dict[str, int] = {}
+        counts: dict[tuple[str, str], int] = {}
         prev: tuple[str, ...] = ()
         for i, op in enumerate(ops):
             ph = op["phase"]
             k = seen.get(ph, 0)
             seen[ph] = k + 1
             if op["kind"] == "compute":
-                t = compute[ph] if compute is not None and ph in compute else op["seconds"]
+                t = _predicted(op, compute, per_op, counts)
+                t = op["seconds"] if t is None else t
                 oid = f"{ph}@{i}"
                 prog.add(compute_op(oid, t, ph, prev))
             elif gloo is not None:
@@ -570,7 +577,26 @@ def _programs(
     return classes, phase_of
 
 
-def _shared_host(rank_ops, compute, gloo, cores: int, world: int):
+def _predicted(
+    op: dict[str, Any],
+    compute: dict[str, float] | None,
+    per_op: dict[tuple[str, str], list[float]] | None,
+    counts: dict[tuple[str, str], int],
+) -> float | None:
+    """Predicted seconds of a compute op, None when it is replayed: its ``(phase, role)``
+    occurrence in ``per_op`` (``counts`` tracks the occurrences of one rank's iteration),
+    else its phase's seconds in ``compute``."""
+    key = (op["phase"], str(op.get("role", "all")))
+    if per_op and key in per_op:
+        k = counts.get(key, 0)
+        counts[key] = k + 1
+        return per_op[key][k]
+    if compute is not None and op["phase"] in compute:
+        return compute[op["phase"]]
+    return None
+
+
+def _shared_host(rank_ops, compute, gloo, cores: int, world: int, per_op=None):
     """One iteration on a host whose ``cores`` the ranks share
     (:mod:`simcluster.validation.host_sharing`): per rank ``(phase, key, seconds)``
     spans as :func:`_phase_value` reads them, and the end time.
@@ -586,14 +612,16 @@ def _shared_host(rank_ops, compute, gloo, cores: int, world: int):
     programs = {}
     for r, ops in rank_ops.items():
         seen: dict[str, int] = {}
+        counts: dict[tuple[str, str], int] = {}
         tasks = []
         for i, op in enumerate(ops):
             ph = op["phase"]
             k = seen.get(ph, 0)
             seen[ph] = k + 1
             if op["kind"] == "compute":
-                predicted = compute is not None and ph in compute
-                t = compute[ph] if predicted else op["seconds"]
+                t = _predicted(op, compute, per_op, counts)
+                predicted = t is not None
+                t = op["seconds"] if t is None else t
                 tasks.append(Task("compute", t, ph, f"{ph}@{i}", world if predicted else 0))
                 continue
             groups = tuple(tuple(g) for g in op["groups"])
@@ -808,7 +836,8 @@ def _validate_live(
         compute = {k: v * share for k, v in compute.items()}
     by_pattern = data.get("gloo_share_by_pattern") or {}
     device_text = (
-        f"{dev.describe()}: forward, backward, optimizer predicted"
+        f"{dev.describe()}: forward, backward, optimizer predicted; pack, sparsify, "
+        "decompress, dual, projection, compress from its kernel families"
         + (
             f", x{share:.2f} for {world} processes sharing the cores (measured)"
             if share != 1.0
@@ -838,6 +867,7 @@ def _validate_live(
     for pattern in cfg["patterns"]:
         per_rank = {r["rank"]: r["patterns"][pattern] for r in data["ranks"]}
         pattern_compute, pattern_gloo = compute, gloo
+        scale = share
         if gloo is not None and pattern in by_pattern:
             # the host's load drifts: the sharing test just before and just after this
             # pattern (same processes) scales compute and every message's cost alike
@@ -849,8 +879,10 @@ def _validate_live(
                 # against the profile's (compute only: the gloo sweep was timed here)
                 speed = _host_speed(dev, [by_pattern[pattern][k] for k in ("before", "after")])
                 speeds.append(speed or 1.0)
-                pattern_compute = {k: v * f * (speed or 1.0) for k, v in alone.items()}
+                scale = f * (speed or 1.0)
+                pattern_compute = {k: v * scale for k, v in alone.items()}
             pattern_gloo = gloo.scaled(f / gloo.share(world))
+        per_op = _kernel_ops(dev, cfg, pattern, per_rank, scale) if alone is not None else {}
         n_it = len(per_rank[0]["ops"])
         measured: dict[str, list[float]] = {}
         simulated: dict[str, list[float]] = {}
@@ -859,9 +891,9 @@ def _validate_live(
             sim_ops: dict[int, list[tuple[str, str, float]]] = {}
             if cores is not None and pattern_gloo is not None:
                 sim_ops, end_time = _shared_host(rank_ops, pattern_compute, pattern_gloo,
-                                                 cores, world)  # fmt: skip
+                                                 cores, world, per_op)  # fmt: skip
             else:
-                classes, phase_of = _programs(rank_ops, pattern_compute, pattern_gloo)
+                classes, phase_of = _programs(rank_ops, pattern_compute, pattern_gloo, per_op)
                 trace = engine.run(classes)
                 end_time = trace.end_time
                 for cls in classes:
@@ -894,6 +926,8 @@ def _validate_live(
                 source = "network"
             elif pattern_compute is not None and ph in pattern_compute:
                 source = "profile"
+            elif ph in {p for p, _ in per_op}:
+                source = "profile"
             else:
                 source = "replayed"
             # phases that occur in some iterations only (periodic averaging) count 0 elsewhere
@@ -906,6 +940,33 @@ def _validate_live(
             "sharing tests' job alone over the profile's time for it)"
         )
     return report
+
+
+def _kernel_ops(
+    profile, cfg: dict[str, Any], pattern: str, per_rank: dict[int, Any], scale: float
+) -> dict[tuple[str, str], list[float]]:
+    """``(phase, role) -> seconds of each op`` of ``pattern``'s packing, sparsification
+    and consensus phases, predicted from ``profile``'s kernel families
+    (:mod:`simcluster.validation.live_kernels`) and scaled like forward and backward
+    (``scale``: the host's sharing and speed at the run). A phase is left out (replayed)
+    when some rank's iteration runs an op of it that the mapping does not have, or an
+    op of it has another role."""
+    from simcluster.validation.live_kernels import op_seconds, phase_ops
+    from simcluster.workload import build_model
+
+    ops = phase_ops(pattern, build_model(cfg["model"], 32, 10), cfg)
+    per_op = {key: [scale * op_seconds(profile, c) for c in calls] for key, calls in ops.items()}
+    bad: set[str] = set()
+    for pr in per_rank.values():
+        for it_ops in pr["ops"]:
+            counts: dict[tuple[str, str], int] = {}
+            for op in it_ops:
+                key = (op["phase"], str(op.get("role", "all")))
+                counts[key] = counts.get(key, 0) + 1
+            for (ph, role), c in counts.items():
+                if ph in {p for p, _ in per_op} and c > len(per_op.get((ph, role), [])):
+                    bad.add(ph)
+    return {key: v for key, v in per_op.items() if key[0] not in bad}
 
 
 def _host_cores(data: dict[str, Any], file: str) -> int | None:

@@ -1,0 +1,130 @@
+"""Live validation's packing, top-k and H-SADMM consensus phases priced from the CPU
+profile's kernel families (simcluster.validation.live_kernels): the calls each timed op
+makes, and their seconds as closed forms over the profile's fits."""
+
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+
+import pytest
+
+from simcluster.compute import load_profile
+from simcluster.paths import profiles_dir
+from simcluster.validation.live import _validate_live
+from simcluster.validation.live_kernels import kernel_calls, op_seconds, phase_ops
+from simcluster.workload import build_model
+
+CFG = {
+    "world_size": 4,
+    "nodes": 2,
+    "bucket_mb": 25.0,
+    "first_bucket_mb": 1.0,
+    "fusion_mb": 4.0,
+    "density": 0.01,
+    "small_numel": 102400,
+    "keep": 0.5,
+}
+
+
+@pytest.fixture(scope="module")
+def cpu():
+    return load_profile("cpu-epyc-1core")
+
+
+@pytest.fixture(scope="module")
+def fits():
+    data = json.loads((profiles_dir() / "cpu-epyc-1core.json").read_text())
+    return data["device"]["kernels"]
+
+
+def _fit(rec, **x):
+    return sum(c * x.get(f, 1.0 if f == "const" else 0.0)
+               for f, c in zip(rec["features"], rec["coef"], strict=True))  # fmt: skip
+
+
+def _tiny(*sizes):
+    layers = [SimpleNamespace(param_tensors=(n,), op="linear", shape={}) for n in sizes]
+    return SimpleNamespace(layers=layers)
+
+
+def test_pack_of_n_bytes_costs_the_memcpy_fit_for_n_bytes(cpu, fits):
+    ops = kernel_calls("ddp", "pack", "all", _tiny(10, 20), CFG)
+    # one bucket (below the 1 MB first bucket): flatten, then divide + copy back per tensor
+    assert ops == [
+        [("memcpy", {"nbytes": 120.0, "kind": "d2d"})],
+        [("elementwise", {"nbytes": 240.0}), ("memcpy", {"nbytes": 80.0, "kind": "d2d"}),
+         ("memcpy", {"nbytes": 40.0, "kind": "d2d"})],
+    ]  # fmt: skip
+    memcpy, ew = fits["memcpy"]["d2d"], fits["elementwise"]
+    assert op_seconds(cpu, ops[0]) == pytest.approx(_fit(memcpy, nbytes=120.0))
+    assert op_seconds(cpu, ops[1]) == pytest.approx(
+        _fit(ew, nbytes=240.0) + _fit(memcpy, nbytes=80.0) + _fit(memcpy, nbytes=40.0)
+    )
+
+
+def test_buckets_as_the_live_run_groups_the_gradients():
+    model = _tiny(*([300_000] * 5))  # 1.2 MB each: the first (1 MB) bucket holds one
+    ops = kernel_calls("ddp", "pack", "all", model, {**CFG, "bucket_mb": 2.0})
+    flat = [o[0][1]["nbytes"] for o in ops[::2]]
+    assert flat == [1.2e6, 2.4e6, 2.4e6]
+
+
+def test_topk_sparsify_is_the_exact_fit_per_tensor_last_first(cpu, fits):
+    model = _tiny(1000, 250_000)
+    ops = kernel_calls("topk", "sparsify", "all", model, CFG)
+    assert [o[0][1]["numel"] for o in ops] == [250_000, 1000]
+    k = 2500  # round(250_000 x 0.01)
+    exact = fits["sparsify"]["device"]["exact"]
+    want = _fit(exact, numel=250_000, k=k) + _fit(fits["memcpy"]["d2d"], nbytes=8.0 * k)
+    assert op_seconds(cpu, ops[0]) == pytest.approx(want)
+
+
+def test_topk_decompress_scatter_adds_what_every_rank_sent(cpu, fits):
+    ops = kernel_calls("topk", "decompress", "all", _tiny(250_000), CFG)
+    (calls,) = ops
+    assert ("scatter_add", {"numel": 4 * 2500}) in calls
+    assert op_seconds(cpu, calls) > _fit(fits["scatter_add"], numel=4 * 2500)
+
+
+def test_only_hsadmm_leaders_have_phases_of_their_own():
+    model = _tiny(10, 20)
+    assert kernel_calls("topk", "sparsify", "leader", model, CFG) == []
+    assert kernel_calls("ddp", "allreduce", "all", model, CFG) == []
+
+
+def test_hsadmm_projection_and_compress_per_pruned_conv(cpu, fits):
+    model = build_model("resnet18-cifar", 32, 10)
+    ops = phase_ops("hsadmm", model, CFG)
+    assert set(ops) == {("dual", "all"), ("dual", "leader"), ("projection", "leader"),
+                        ("compress", "leader"), ("decompress", "leader")}  # fmt: skip
+    (proj,) = ops[("projection", "leader")]
+    assert len(proj) == 19  # convs with more than 3 input channels
+    # layer1.0.conv1: 64 x 64 x 3 x 3, one norm per input channel
+    assert proj[0] == ("projection", {"numel": 36864, "groups": 64, "kind": "channel"})
+    (comp,) = ops[("compress", "leader")]
+    assert comp[0] == ("compress", {"numel": 64 * 32 * 9})
+    total = sum(n for layer in model.layers for n in layer.param_tensors)
+    kept = sum(c[1]["numel"] for c in comp[:-1])
+    dense = total - sum(c[1]["numel"] for c in proj)
+    assert comp[-1] == ("memcpy", {"nbytes": 4.0 * (kept + dense), "kind": "d2d"})
+    rec = fits["projection"]["channel"]
+    assert op_seconds(cpu, [proj[0]]) == pytest.approx(_fit(rec, numel=36864, groups=64))
+
+
+def test_nodebased_packs_intra_buckets_then_the_parameter_average():
+    model = _tiny(10, 20)
+    ops = kernel_calls("nodebased", "pack", "all", model, CFG)  # 2 ranks per node
+    assert len(ops) == 4 and ops[2] == [("memcpy", {"nbytes": 120.0, "kind": "d2d"})]
+    one_per_node = kernel_calls("nodebased", "pack", "all", model, {**CFG, "nodes": 4})
+    assert one_per_node == ops[2:]
+
+
+def test_committed_run_scores_the_new_phases_from_the_profile(tmp_path):
+    report = _validate_live("scenarios/references/live/epyc-c-2x1-r1.json", tmp_path, None)
+    src = {(p.pattern, p.phase): p.source for p in report.phases}
+    for key in [("ddp", "pack"), ("topk", "sparsify"), ("topk", "decompress"),
+                ("hsadmm", "dual"), ("hsadmm", "projection"), ("hsadmm", "compress"),
+                ("fusion", "decompress")]:  # fmt: skip
+        assert src[key] == "profile", key
+    assert "replayed" not in src.values()
