@@ -128,3 +128,20 @@ def test_committed_run_scores_the_new_phases_from_the_profile(tmp_path):
                 ("fusion", "decompress")]:  # fmt: skip
         assert src[key] == "profile", key
     assert "replayed" not in src.values()
+
+
+def test_sizes_match_the_live_runs_tensors_and_buckets():
+    torch = pytest.importorskip("torch")
+    from calibrate.live.model import resnet18_cifar
+    from calibrate.live.run import _buckets, _pruned
+
+    torch.manual_seed(0)
+    net = resnet18_cifar(10)
+    params = list(net.parameters())
+    model = build_model("resnet18-cifar", 32, 10)
+    ops = kernel_calls("ddp", "pack", "all", model, CFG)
+    want = [4.0 * sum(p.numel() for p in b) for b in _buckets(params, 1.0, 25.0)]
+    assert [o[0][1]["nbytes"] for o in ops[::2]] == want
+    (proj,) = kernel_calls("hsadmm", "projection", "leader", model, CFG)
+    assert [c[1]["numel"] for c in proj] == [w.numel() for w in _pruned(net)]
+    assert [c[1]["groups"] for c in proj] == [w.shape[1] for w in _pruned(net)]
