@@ -11,7 +11,10 @@ nothing else running, session 13's code): twelve fresh runs made as this test ma
 them, six inside the full suite or alone at 11:27-11:38 UTC and six alone at
 11:38-11:43 UTC, had collective medians of 8.6 % to 42.9 % (one above 40 %), iteration
 medians (the last six) of 3.8 % to 16.8 %, and their worst pattern's iteration 10.3 %
-to 37.5 %. On 2026-11-28 02:50 UTC (session 9's code, before the gloo segment count
+to 37.5 %. With the kernel phases predicted from the profile instead of replayed
+(later the same session), seven more, alone at 12:26-12:31 UTC: collective medians
+20.3-35.5 %, iteration medians 8.8-20.8 %, worst iteration 13.7-29.0 %, all within the
+bounds on their first run. On 2026-11-28 02:50 UTC (session 9's code, before the gloo segment count
 and the kernels' cache level) both runs of one full suite broke a 40 % collective bound
 (52 % and 54 %), so a bad spell on this shared VM can still fail it. Two rules keep
 run-to-run noise from failing the test: a run that breaks a bound is repeated once,
