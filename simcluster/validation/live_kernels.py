@@ -56,19 +56,14 @@ def _elementwise(nbytes: float) -> KernelCall:
 
 def _buckets(sizes: list[int], first_mb: float, cap_mb: float) -> list[list[int]]:
     """Tensor sizes (elements) in backward order grouped by byte caps, as
-    ``calibrate.live.run._buckets`` groups the parameters."""
-    out: list[list[int]] = []
-    cur: list[int] = []
-    size, cap = 0, first_mb * MB
-    for n in reversed(sizes):
-        cur.append(n)
-        size += n * F4
-        if size >= cap:
-            out.append(cur)
-            cur, size, cap = [], 0, cap_mb * MB
-    if cur:
-        out.append(cur)
-    return out
+    ``calibrate.live.run._buckets`` groups the parameters: DDP's rule
+    (:func:`~simcluster.schedules.training.torch_buckets`) over fp32 tensors."""
+    from simcluster.schedules.training import GradTensor, torch_buckets
+
+    tensors = [GradTensor(0, n, i) for i, n in enumerate(reversed(sizes))]
+    return [
+        [t.numel for t in b.tensors] for b in torch_buckets(tensors, cap_mb * MB, first_mb * MB, F4)
+    ]
 
 
 def _flatten(sizes: list[int]) -> list[KernelCall]:
