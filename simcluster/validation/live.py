@@ -473,9 +473,7 @@ def _predicted_compute(profile, model_name: str, batch: int) -> dict[str, float]
     gradient (the batch needs none), and the backward also adds every new weight
     gradient into ``.grad`` (``calibrate.live`` zeroes with ``set_to_none=False``): one
     elementwise pass reading both and writing one, 3 x the gradient bytes."""
-    from simcluster.workload import build_model
-
-    model = build_model(model_name, 32, 10)
+    model = _live_model(model_name)
     fwd = sum(profile.layer_time(layer, batch, "fp32", "fwd") for layer in model.layers)
     bwd = sum(
         (profile.layer_time(layer, batch, "fp32", "bwd_input") if i else 0.0)
@@ -828,6 +826,7 @@ def _validate_live(
     if cfg.get("module") or cfg.get("model") not in list_models():
         dev = None  # a model of the user's own (calibrate.live --module): nothing to predict
     compute = _predicted_compute(dev, cfg["model"], int(cfg["batch"])) if dev else None
+    model = _live_model(cfg["model"]) if dev else None  # for the kernel phases' sizes
     share = 1.0
     alone = compute
     if compute is not None and gloo is not None:
@@ -882,7 +881,8 @@ def _validate_live(
                 scale = f * (speed or 1.0)
                 pattern_compute = {k: v * scale for k, v in alone.items()}
             pattern_gloo = gloo.scaled(f / gloo.share(world))
-        per_op = _kernel_ops(dev, cfg, pattern, per_rank, scale) if alone is not None else {}
+        per_op = _kernel_ops(dev, model, cfg, pattern, per_rank, scale) if alone is not None else {}
+        kernel_phases = {ph for ph, _ in per_op}
         n_it = len(per_rank[0]["ops"])
         measured: dict[str, list[float]] = {}
         simulated: dict[str, list[float]] = {}
@@ -926,7 +926,7 @@ def _validate_live(
                 source = "network"
             elif pattern_compute is not None and ph in pattern_compute:
                 source = "profile"
-            elif ph in {p for p, _ in per_op}:
+            elif ph in kernel_phases:
                 source = "profile"
             else:
                 source = "replayed"
@@ -942,8 +942,15 @@ def _validate_live(
     return report
 
 
+def _live_model(name: str):
+    """The zoo model ``calibrate.live`` trains: CIFAR-size input (32 px), 10 classes."""
+    from simcluster.workload import build_model
+
+    return build_model(name, 32, 10)
+
+
 def _kernel_ops(
-    profile, cfg: dict[str, Any], pattern: str, per_rank: dict[int, Any], scale: float
+    profile, model, cfg: dict[str, Any], pattern: str, per_rank: dict[int, Any], scale: float
 ) -> dict[tuple[str, str], list[float]]:
     """``(phase, role) -> seconds of each op`` of ``pattern``'s packing, sparsification
     and consensus phases, predicted from ``profile``'s kernel families
@@ -952,10 +959,10 @@ def _kernel_ops(
     when some rank's iteration runs an op of it that the mapping does not have, or an
     op of it has another role."""
     from simcluster.validation.live_kernels import op_seconds, phase_ops
-    from simcluster.workload import build_model
 
-    ops = phase_ops(pattern, build_model(cfg["model"], 32, 10), cfg)
+    ops = phase_ops(pattern, model, cfg)
     per_op = {key: [scale * op_seconds(profile, c) for c in calls] for key, calls in ops.items()}
+    priced = {ph for ph, _ in per_op}
     bad: set[str] = set()
     for pr in per_rank.values():
         for it_ops in pr["ops"]:
@@ -964,7 +971,7 @@ def _kernel_ops(
                 key = (op["phase"], str(op.get("role", "all")))
                 counts[key] = counts.get(key, 0) + 1
             for (ph, role), c in counts.items():
-                if ph in {p for p, _ in per_op} and c > len(per_op.get((ph, role), [])):
+                if ph in priced and c > len(per_op.get((ph, role), [])):
                     bad.add(ph)
     return {key: v for key, v in per_op.items() if key[0] not in bad}
 
