@@ -911,10 +911,7 @@ def calibrate(
     timer = Timer(device, plan.warmup, plan.reps, plan.min_sample_s, clock=clock)
     timer.budget_s = plan.budget_s
     # layer passes: the GPU's time with the host ahead, as in a training step (on CUDA)
-    layer_timer = Timer(
-        device, plan.warmup, plan.reps, plan.min_sample_s, clock=clock, host_ahead=plan.host_ahead
-    )
-    layer_timer.budget_s = plan.budget_s
+    layer_timer = dataclasses.replace(timer, host_ahead=plan.host_ahead)
     layer_items, layers = _layer_items(plan, device)
     kernel_items = _kernel_items(plan, device, layers)
     roof_items = _roofline_items(plan, device)
