@@ -242,6 +242,12 @@ def spec_from_roofline(data: dict[str, Any], file: str = "<memory>") -> DeviceSp
 
 def load_spec(name_or_path: str) -> tuple[DeviceSpec, str]:
     """A spec profile by name or path -> (rates, file)."""
+    spec, path, _ = _load_spec_file(name_or_path)
+    return spec, path
+
+
+def _load_spec_file(name_or_path: str) -> tuple[DeviceSpec, str, dict[str, Any]]:
+    """A spec profile by name or path -> (rates, file, the file's data)."""
     from simcluster.compute.loader import _read, _resolve, list_profiles
     from simcluster.paths import profiles_dir
 
@@ -251,7 +257,7 @@ def load_spec(name_or_path: str) -> tuple[DeviceSpec, str]:
         raise ConfigError(
             str(path), "kind", data["kind"], "the transfer model needs a spec sheet", ["spec"]
         )
-    return spec_from_profile_data(data, _shown(path)), str(path)
+    return spec_from_profile_data(data, _shown(path)), str(path), data
 
 
 def term_of(feature: str) -> str:
@@ -662,8 +668,8 @@ def derive_profile(
         src, _ = load_spec(src_spec_name)
     else:
         src = spec_from_roofline(data, _shown(path))
-    tgt, tgt_file = load_spec(target)
-    tables = _read(Path(tgt_file))["device"].get("sparsify_measured")
+    tgt, _, tgt_data = _load_spec_file(target)
+    tables = tgt_data["device"].get("sparsify_measured")
     return derive_profile_data(
         copy.deepcopy(data), src, tgt, out_name, _shown(path), command, tables
     )
