@@ -58,7 +58,6 @@ from simcluster.compute.profile import (
     PRECISIONS,
     SPARSIFY_METHODS,
     DeviceProfile,
-    interpolate_per_call,
 )
 from simcluster.errors import ConfigError, did_you_mean
 
@@ -579,8 +578,7 @@ class MeasuredProfile(DeviceProfile):
         #: SMs of the device (``device.roofline.sm_count``; 0 = unknown: no wave model)
         self.sm_count = sm_count
         #: sourced per-call sparsification tables (``device.sparsify_measured``, e.g. a
-        #: derived profile's target spec's): ``"device.dgc"`` -> (numel, seconds); each
-        #: replaces the fit of its side and method
+        #: derived profile's target spec's; :meth:`tabled_sparsify_time`)
         self.sparsify_measured: dict[str, tuple[tuple[float, ...], tuple[float, ...]]] = {}
 
     # -- loading ----------------------------------------------------------------------
@@ -758,10 +756,10 @@ class MeasuredProfile(DeviceProfile):
     def kernel_time(self, family: str, **params: float | str) -> float:
         """Seconds for one kernel of ``family`` (parameters: :data:`KERNEL_FAMILIES`)."""
         path = kernel_fit_path(family, params)
-        if path[0] == "sparsify" and self.sparsify_measured:
-            table = self.sparsify_measured.get(f"{path[1]}.{path[2]}")
-            if table is not None:
-                return interpolate_per_call(float(params["numel"]), *table)
+        if path[0] == "sparsify":
+            tabled = self.tabled_sparsify_time(path[1], path[2], float(params["numel"]))
+            if tabled is not None:
+                return tabled
         if path[0] == "memcpy" and path[1] in self.memcpy_alias:
             path = ("memcpy", self.memcpy_alias[path[1]])
         return self.kernels[path](kernel_features(family, params, self.llc_bytes))

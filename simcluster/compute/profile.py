@@ -151,6 +151,17 @@ class DeviceProfile(ABC):
         """How this profile times a family: ``measured``, ``derived`` or ``spec``."""
         return self.kind
 
+    #: sourced per-call sparsification times (``sparsify_measured``):
+    #: ``"device.dgc"`` -> (numel, seconds); each replaces its side and method's pricing
+    sparsify_measured: dict[str, tuple[tuple[float, ...], tuple[float, ...]]]
+
+    def tabled_sparsify_time(self, where: str, method: str, numel: float) -> float | None:
+        """Seconds of one ``method`` sparsification call on ``where`` (``device`` /
+        ``host``) from the profile's sourced per-call table, interpolated in ``numel``;
+        None when the profile has no table for them."""
+        table = self.sparsify_measured.get(f"{where}.{method}")
+        return None if table is None else interpolate_per_call(numel, *table)
+
     def describe(self) -> str:
         return f"{self.name} ({self.kind})"
 
@@ -326,9 +337,9 @@ class SpecProfile(DeviceProfile):
                 raise ValueError(f"sparsify method must be one of {SPARSIFY_METHODS}")
             nbytes = passes[method] * n * f4 + 3 * k * f4  # + values and int32 indices out
             where = str(p.get("where", "device"))
-            table = self.sparsify_measured.get(f"{where}.{method}")
-            if table is not None:
-                return interpolate_per_call(n, *table)
+            tabled = self.tabled_sparsify_time(where, method, n)
+            if tabled is not None:
+                return tabled
             launches = {"exact": 2, "dgc": 4, "gaussian": 3, "random": 2, "threshold": 2}[method]
             if where == "host":
                 return launches * self.host["launch_overhead_s"] + self._host_time(nbytes)
