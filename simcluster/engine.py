@@ -99,10 +99,24 @@ class Trace:
                 out[row[7]] = out.get(row[7], 0.0) + (row[5] - row[4])
         return dict(sorted(out.items()))
 
-    def by_category(self, name: str) -> dict[str, float]:
+    def by_category(self, name: str, net: bool = False) -> dict[str, float]:
+        """Seconds per category of a class's ops, as the class books them.
+
+        A collective is booked from the class's arrival to the call's end, so
+        it holds the wait for the call's last participant; ``net`` books it
+        from that last arrival instead (the call's own span on the network: what
+        a timer started after the group has met would see). Compute ops are the
+        same either way.
+        """
+        span = {}
+        if net:
+            span = {r[2]: r[5] - r[4] for r in self.rows if r[0] == "<network>"}
         out: dict[str, float] = {}
         for s in self.class_spans(name):
-            out[s.category] = out.get(s.category, 0.0) + (s.end - s.start)
+            d = s.end - s.start
+            if s.bytes > 0 and s.op in span:
+                d = min(d, span[s.op])
+            out[s.category] = out.get(s.category, 0.0) + d
         return out
 
 

@@ -223,6 +223,20 @@ def _representative(trace: Trace) -> str:
     return next(name for name, ranks in trace.classes.items() if lowest in ranks)
 
 
+def _class_breakdowns(trace: Trace) -> dict[str, dict[str, Any]]:
+    """Per rank class, by lowest rank (the representative first): ``ranks`` (its
+    rank count), ``breakdown_s`` and ``net_breakdown_s`` (seconds per category,
+    see :meth:`Trace.by_category`)."""
+    return {
+        name: {
+            "ranks": len(ranks),
+            "breakdown_s": dict(sorted(trace.by_category(name).items())),
+            "net_breakdown_s": dict(sorted(trace.by_category(name, net=True).items())),
+        }
+        for name, ranks in sorted(trace.classes.items(), key=lambda kv: min(kv[1]))
+    }
+
+
 def simulate_plan(
     schedule,
     ctx: BuildContext,
@@ -277,6 +291,10 @@ def simulate_plan(
                 "inter_node_bytes": trace.inter_node_bytes,
                 "extra": seg.iteration.extra,
                 "breakdown_s": {k: v for k, v in sorted(trace.by_category(rep).items())},
+                # every rank class: its rank count, its breakdown as booked (a
+                # collective from the class's arrival) and net (from the call's
+                # last arrival), for metrics that average over all ranks
+                "classes": _class_breakdowns(trace),
                 # collective time per algorithm/protocol the tuner chose (s)
                 "collectives_s": trace.by_algorithm(),
             }

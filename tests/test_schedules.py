@@ -164,6 +164,37 @@ def test_hsadmm_frozen_masks_skip_projection_and_mask_sync(profile):
     assert "mask_sync" in live and "mask_sync" not in frozen
 
 
+def test_hsadmm_mask_sync_sends_one_entry_per_weight_element(profile):
+    # sections 4.3-4.4.1: the mask has the weight's shape (filters and channels are
+    # read off it by any() over the other axes), one bool (a byte) per element
+    model = build_model("resnet18-cifar", 32, 10)
+    cluster = load_topology("puhti", num_nodes=2)
+    ctx = context(cluster, 8, model, profile)
+    layers = pruned_layers(model)
+
+    def mask_bytes(**kw):
+        it = get_schedule("hsadmm")(get_schedule("hsadmm").Options(**kw)).consensus(ctx, 0.5, False)
+        (op,) = [op for op in it.classes[0].ops if op.id == "mask_sync"]
+        return op.call.nbytes
+
+    assert mask_bytes() == sum(pl.cout * pl.cin * pl.kernel for pl in layers)
+    assert mask_bytes(mask_entry_bytes=0.125) == sum(pl.numel for pl in layers) / 8
+    assert mask_bytes(mask_sync="structure") == sum(pl.cin for pl in layers)
+    assert mask_bytes(mask_sync="structure", sparsity="filter") == sum(pl.cout for pl in layers)
+
+
+def test_hsadmm_every_worker_updates_and_projects_z(profile):
+    # section 4.2: each worker projects the node's candidate itself (line 27 needs
+    # z_i on every worker); only leaders sync masks, compress and go inter-node
+    model = build_model("resnet18-cifar", 32, 10)
+    cluster = load_topology("puhti", num_nodes=2)
+    it = get_schedule("hsadmm")().consensus(context(cluster, 8, model, profile), 0.5, False)
+    lead, follow = ({op.id for op in c.ops} for c in it.classes)
+    assert {"z_update", "projection"} <= lead & follow
+    assert {"mask_sync", "compress", "decompress"} <= lead - follow
+    assert not any(i.startswith("inter_allreduce") for i in follow)
+
+
 def test_hsadmm_plan_counts_outer_iterations(profile):
     model = build_model("resnet18-cifar", 32, 10)
     cluster = load_topology("puhti", num_nodes=2)

@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import pytest
 
+from simcluster.collectives import CommContext
+from simcluster.engine import Engine
+from simcluster.program import CollectiveCall, RankClass, collective, compute
 from simcluster.report import scaling_table
 from simcluster.scenario import parse_scenario
 from simcluster.study import epoch_plan, run_scenario
+from simcluster.topology import load_topology
 
 
 def test_full_steps_and_the_partial_step_apart(tiny_scenario):
@@ -57,3 +61,23 @@ def test_no_partial_step_when_the_batch_divides_the_shard(tiny_scenario):
     head, _, row = scaling_table([r]).splitlines()[1:4]
     cells = dict(zip(re.split(r"\s{2,}", head), re.split(r"\s{2,}", row), strict=True))
     assert cells["last step"] == "-"
+
+
+def test_booked_collective_holds_the_wait_net_does_not():
+    # B reaches the broadcast at once, A after 1 s of compute: B books 1 s + T,
+    # A books T, and net is T for both (T: the call's own span on the network)
+    cluster = load_topology("puhti", num_nodes=1)
+    call = CollectiveCall("broadcast", ((0, 1, 2, 3),), 64e6, "auto")
+    a = RankClass("a", (0,))
+    a.add(compute("work", 1.0, "compute"))
+    a.add(collective("bc", call, "broadcast", ("work",)))
+    b = RankClass("b", (1, 2, 3))
+    b.add(collective("bc", call, "broadcast"))
+    trace = Engine(CommContext(cluster)).run([a, b])
+    (net,) = [r for r in trace.rows if r[0] == "<network>"]
+    T = net[5] - net[4]
+    assert 0 < T < 1.0
+    assert trace.by_category("a") == pytest.approx({"compute": 1.0, "broadcast": T})
+    assert trace.by_category("b")["broadcast"] == pytest.approx(1.0 + T)
+    assert trace.by_category("b", net=True)["broadcast"] == pytest.approx(T)
+    assert trace.by_category("a", net=True) == trace.by_category("a")

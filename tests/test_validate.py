@@ -522,3 +522,55 @@ def test_validate_set_empty_is_an_unknown_case_set(tmp_path, capsys):
     assert main(["validate", "--set", "", "--out", str(tmp_path / "v")]) == 2
     err = capsys.readouterr().err
     assert "--set: unknown case set (got ''); allowed: paper, live, all" in err
+
+
+def test_segment_share_over_all_ranks_booked_and_net(tmp_path, tiny_scenario):
+    # H-SADMM on 2 Puhti nodes: 2 leaders run the inter-node allreduce, 6 followers
+    # only the intra-node steps. Over all ranks, net: the followers add intra-node
+    # time and no inter-node time, so the inter share falls below the leaders' own.
+    # Booked: a follower's broadcast holds its wait for the leader's inter-node step,
+    # so 3 followers per leader book at least 3x the leaders' inter-node time as
+    # broadcast (why PRUNEX's Fig. 8, 68.4 % inter against 13.8 % broadcast over
+    # all 64 GPUs, cannot have booked that wait).
+    cats = ["inter_allreduce", "intra_allreduce", "broadcast"]
+
+    def case(cid, share_of, **kw):
+        metric = {"kind": "segment_share", "schedule": "hsadmm", "gpus": 8}
+        metric |= {"segments": "consensus", "share_of": share_of, "categories": cats}
+        return {"id": cid, "metric": metric | kw, "reference": 0.5}
+
+    folder = write_refs(
+        tmp_path,
+        tiny_scenario,
+        [
+            case("lead", "inter_allreduce"),
+            case("all_net", "inter_allreduce", ranks="all", timing="net"),
+            case("all_booked", "inter_allreduce", ranks="all"),
+            case("all_booked_bc", "broadcast", ranks="all"),
+            case("lead_net", "inter_allreduce", timing="net"),
+        ],
+    )
+    res = {r.case.id: r for r in run_cases(load_references(folder))}
+    assert all(r.status == "ok" for r in res.values()), [r.message for r in res.values()]
+    p = {k: r.predicted for k, r in res.items()}
+    assert 0 < p["all_net"] < p["lead"] < 1
+    assert p["all_booked"] < p["all_net"]
+    assert p["all_booked_bc"] >= 3 * p["all_booked"]
+    # the leaders run no collective whose peers arrive late: net equals booked
+    assert p["lead_net"] == pytest.approx(p["lead"])
+
+
+def test_ranks_and_timing_belong_to_segment_share_only(tmp_path):
+    case = {
+        "id": "a",
+        "what": "w",
+        "source": "s",
+        "scenario": "s.yaml",
+        "confidence": "low",
+        "reference": 1.0,
+        "metric": {"kind": "field", "schedule": "ddp", "field": "f", "ranks": "all"},
+    }
+    p = tmp_path / "r.yaml"
+    p.write_text(yaml.safe_dump({"paper": "x", "source": "y", "cases": [case]}))
+    with pytest.raises(ConfigError, match="segment_share"):
+        load_reference_file(p)

@@ -4,9 +4,9 @@ One outer iteration: every GPU runs E local epochs of SGD with the proximal
 term (no communication); then the consensus:
 
 1. every rank forms theta + u; intra-node allreduce of it (full size);
-2. the node leader (local rank 0) updates z and projects it onto the sparsity
-   set (group norms + top-k per conv layer), deriving the masks;
-3. leaders OR their structure masks with an allreduce (mask sync);
+2. every rank updates z_i and projects it onto the sparsity set (group norms +
+   top-k per conv layer), deriving the masks;
+3. leaders OR their element masks with an allreduce (mask sync);
 4. leaders compress z with the global mask and allreduce the compacted
    buffers across nodes, bucketed at ``bucket_mb``; then decompress;
 5. intra-node broadcast of z from the leader; dual updates and residual norms.
@@ -58,6 +58,23 @@ no host-side per-call cost is modelled); ``flat`` (the default) is one call
 over the whole state. The z update waits for the intra-node sum either way
 (Eq. 9 is formed from it). The authors' repository (github.com/Alirezalm/PruneX,
 named in the paper) was not retrievable here, so the paper's text is the source.
+
+Mask sync (line 18, section 4.3): the leaders OR their masks with one allreduce.
+The mask has the weight's shape: section 4.4.1 derives the kept filters and
+channels from it by ``any`` over the spatial dimensions and the other channel
+axis, line 11 multiplies z_i by it element-wise, and section 4.5 applies the
+frozen masks element-wise. So ``mask_sync: element`` (the default) sends one entry
+per weight element of every pruned layer (58.0 M for ResNet-152), at
+``mask_entry_bytes`` each: 1 for the "boolean mask tensors" of section 4.3
+(torch.bool, which torch sends to NCCL as uint8; ``ProcessGroupNCCL::getNcclReduceOp``
+refuses ``ReduceOp.BOR`` and maps SUM on bool to ``ncclMax``, an OR); the paper
+names the sync "bitwise" but does not say whether the masks are bit-packed (0.125).
+``structure`` sends one entry per channel or filter.
+
+Replicated node state (sections 4.1.2, 4.2): every worker of a node holds z_i and
+v_i and computes the z update (Eq. 9) and the projection itself ("each worker uses
+the aggregated dense candidate"), so followers run them too, beside the leader;
+only the leader syncs masks, compresses and joins the inter-node allreduce.
 
 Layers are pruned when they are convolutions with more than 3 input channels
 (the stem sees the image), which is our reading of "sparsity applied to
@@ -209,6 +226,19 @@ class HSADMMOptions(Options):
         description="intra-node allreduce of theta + u and broadcast of z: one collective "
         "over the flat state (flat) or one per parameter tensor (tensor, layer-wise)",
     )
+    mask_sync: Literal["element", "structure"] = Field(
+        "element",
+        description="entries of the leaders' mask OR: one per weight element of each "
+        "pruned layer (the mask has the weight's shape, sections 4.3-4.4.1) or one per "
+        "structure (channel / filter)",
+    )
+    mask_entry_bytes: float = Field(
+        1.0,
+        gt=0,
+        le=8,
+        description="bytes per mask entry on the wire: 1 = torch.bool (NCCL sends it as "
+        "uint8), 0.125 = bit-packed, 4 = a float mask",
+    )
 
 
 class _ADMMBase(Schedule):
@@ -308,11 +338,20 @@ class HSADMM(_ADMMBase):
             for prog in both:
                 prog.add(collective("intra_allreduce", call, "intra_allreduce", (summed,)))
             summed = "intra_allreduce"
-        lead.add(compute("z_update", p.elementwise_time(3 * 4 * n), "dual", (summed,)))
-        lead.add(compute("projection", self._projection(ctx, fraction, frozen), "projection"))
+        # every worker holds z_i (section 4.1.2) and projects it itself (section 4.2;
+        # line 27's u update needs it): z update and projection on every rank
+        t_project = self._projection(ctx, fraction, frozen)
+        for prog in both:
+            prog.add(compute("z_update", p.elementwise_time(3 * 4 * n), "dual", (summed,)))
+            prog.add(compute("projection", t_project, "projection"))
         multi_node = len(leaders) > 1
         if not frozen and multi_node:
-            mask_bytes = float(sum(pl.structures(o.sparsity) for pl in layers))
+            mask_bytes = o.mask_entry_bytes * float(
+                sum(
+                    pl.numel if o.mask_sync == "element" else pl.structures(o.sparsity)
+                    for pl in layers
+                )
+            )
             call = CollectiveCall("allreduce", (leaders,), mask_bytes, o.inter_algorithm)
             lead.add(collective("mask_sync", call, "mask_sync", ("projection",)))
             lead.add(

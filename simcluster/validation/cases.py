@@ -27,7 +27,9 @@ that value comes from, and how far to trust the reading::
 Metric kinds (see :mod:`simcluster.validation.metrics`): ``field`` (a record
 field), ``ratio`` (a field of one record over the same or another field of
 another), ``segments`` (a per-segment value aggregated over the run),
-``segment_share`` (one breakdown category's share of several),
+``segment_share`` (one breakdown category's share of several; ``ranks: all``
+sums it over every rank, ``timing: net`` times collectives from their last
+participant's arrival),
 ``segment_ratio`` (two aggregated segment values), ``collective`` (one
 collective alone on the scenario's cluster), ``nccl_tests`` (one row of the
 simulated nccl-tests table: ``nccl_op``, ``nbytes`` = size, ``gpus``,
@@ -87,6 +89,15 @@ class Metric(StrictModel):
     aggregate: Literal["mean", "sum"] = "mean"
     categories: list[str] | None = None
     share_of: str | None = None
+    # segment_share: whose breakdown (the lowest rank's class, or every rank's
+    # summed) and how a collective is timed (booked from the rank's arrival, so
+    # with its wait for the other participants, or net: from the last arrival)
+    ranks: Literal["first", "all"] = Field(
+        "first", description="segment_share over the lowest rank's class (first) or every rank"
+    )
+    timing: Literal["booked", "net"] = Field(
+        "booked", description="segment_share: collectives with (booked) or without (net) the wait"
+    )
     num_value: str | None = None
     den_value: str | None = None
     # collective
@@ -117,6 +128,8 @@ class Metric(StrictModel):
             "nccl_tests": ("nccl_op", "nbytes", "gpus", "value"),
         }[self.kind]
         missing = [k for k in need if getattr(self, k) in (None, "")]  # "" names nothing
+        if self.kind != "segment_share" and (self.ranks, self.timing) != ("first", "booked"):
+            raise ValueError("ranks and timing apply to metric kind 'segment_share' only")
         if self.kind == "ratio" and not self.field and not self.value:
             missing.append("field or value")
         if missing:

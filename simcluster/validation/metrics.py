@@ -105,6 +105,29 @@ def _aggregate(
     return total / runs if runs else 0.0
 
 
+def _class_seconds(segs: list[dict[str, Any]], category: str, ranks: str, timing: str) -> float:
+    """Seconds of ``category`` over the run, summed over the segments' runs and,
+    with ``ranks == "all"``, over every rank (each class's per-rank time x its
+    rank count); ``ranks == "first"``: the lowest rank's class alone. ``timing``
+    picks the booked or the net breakdown (see :meth:`simcluster.engine.Trace.by_category`).
+    """
+    key = "net_breakdown_s" if timing == "net" else "breakdown_s"
+    total = 0.0
+    for s in segs:
+        classes = s.get("classes")
+        if not classes:
+            raise MetricError(
+                f"segment {s['label']!r} has no per-class breakdown (a run from an older "
+                "simcluster?)",
+                "metric.ranks",
+            )
+        chosen = classes.values() if ranks == "all" else [next(iter(classes.values()))]
+        for c in chosen:
+            weight = c["ranks"] if ranks == "all" else 1
+            total += s["count"] * weight * float(c[key].get(category, 0.0))
+    return total
+
+
 def read_metric(m: Metric, records: Sequence[dict[str, Any]]) -> float:
     """The metric's value (before ``scale``) from a run's records."""
     if m.kind == "field":
@@ -128,8 +151,12 @@ def read_metric(m: Metric, records: Sequence[dict[str, Any]]) -> float:
     if m.kind == "segments":
         return _aggregate(segs, m.value, m.aggregate)
     if m.kind == "segment_share":
-        part = _aggregate(segs, f"breakdown_s.{m.share_of}", "sum")
-        whole = sum(_aggregate(segs, f"breakdown_s.{c}", "sum") for c in m.categories)
+        if m.ranks == "first" and m.timing == "booked":
+            part = _aggregate(segs, f"breakdown_s.{m.share_of}", "sum")
+            whole = sum(_aggregate(segs, f"breakdown_s.{c}", "sum") for c in m.categories)
+        else:
+            part = _class_seconds(segs, m.share_of, m.ranks, m.timing)
+            whole = sum(_class_seconds(segs, c, m.ranks, m.timing) for c in m.categories)
         if whole == 0:
             raise MetricError(f"categories {m.categories} take no time")
         return part / whole
