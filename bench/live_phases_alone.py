@@ -14,6 +14,10 @@ records) beside the profile's seconds for the same ops (``op_seconds`` of
 ``phase_ops``; no sharing or host-speed factor: one process alone). ``--ops`` adds each
 op's median. The config is the committed epyc-c runs' (``bucket_mb`` 25, density 1 %,
 ``keep`` 0.5, ...). Not a live run: no process groups, nothing timed across processes.
+Run the patterns in the live run's order (the default): glibc's mmap threshold rises
+with the blocks a process freed before, so ``--patterns topk`` alone maps its 9.4 MB
+buffers anew each time (3-4x its decompress), which the live run, after its gloo sweep
+and ``ddp``, does not.
 """
 
 from __future__ import annotations
