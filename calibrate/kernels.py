@@ -28,6 +28,7 @@ Implementations (written for this project from the papers' descriptions):
 from __future__ import annotations
 
 import math
+import mmap
 import warnings
 from collections.abc import Callable, Iterable, Iterator
 from statistics import NormalDist
@@ -49,6 +50,7 @@ __all__ = [
     "memcpy_cases",
     "optimizer_cases",
     "scatter_add_cases",
+    "fresh_output_cases",
     "roofline",
 ]
 
@@ -342,20 +344,53 @@ def outer_update_cases(
 # ----------------------------------------------------------------------------- memory
 
 
-def elementwise_cases(numels: Iterable[int], device) -> Iterator[Case]:
-    """``c = a + b`` in fp32: ``nbytes`` = 12 bytes per element (two reads, one write)."""
+#: most buffer sets a cold-operand benchmark cycles through (:func:`_cycle`)
+MAX_SETS = 1024
+
+
+def _cycle(make: Callable[[], tuple], per_set: int, evict_bytes: int) -> Callable[[], tuple]:
+    """Buffer sets handed out in turn: enough sets of ``per_set`` bytes to fill
+    ``evict_bytes`` (at most :data:`MAX_SETS`), so a set's operands left the cache by its
+    next turn; one set when ``evict_bytes`` is 0 (operands stay cached)."""
+    n = 1 if evict_bytes <= 0 else min(MAX_SETS, max(1, math.ceil(evict_bytes / per_set)))
+    sets = [make() for _ in range(n)]
+    state = [0]
+
+    def nxt() -> tuple:
+        i = state[0]
+        state[0] = (i + 1) % n
+        return sets[i]
+
+    return nxt
+
+
+def elementwise_cases(numels: Iterable[int], device, evict_bytes: int = 0) -> Iterator[Case]:
+    """``c = a + b`` in fp32: ``nbytes`` = 12 bytes per element (two reads, one write).
+    With ``evict_bytes`` (the CPU's: twice its last-level cache) each call works on the
+    next of several buffer sets, so its operands come from memory as in a training step,
+    where the gradients and parameters an op reads were last touched long before."""
     for n in numels:
 
         def build(n=n) -> Callable[[], object]:
-            a, b = torch.randn(n, device=device), torch.randn(n, device=device)
-            c = torch.empty_like(a)
-            return lambda: torch.add(a, b, out=c)
+            def make() -> tuple:
+                a, b = torch.randn(n, device=device), torch.randn(n, device=device)
+                return a, b, torch.empty_like(a)
+
+            nxt = _cycle(make, 12 * n, evict_bytes)
+
+            def run() -> object:
+                a, b, c = nxt()
+                return torch.add(a, b, out=c)
+
+            return run
 
         yield {"nbytes": 12 * n}, build
 
 
-def memcpy_cases(sizes: Iterable[int], device) -> Iterator[Case]:
-    """``dst.copy_(src)`` of ``nbytes`` bytes: d2d on ``device``; host links on CUDA."""
+def memcpy_cases(sizes: Iterable[int], device, evict_bytes: int = 0) -> Iterator[Case]:
+    """``dst.copy_(src)`` of ``nbytes`` bytes: d2d on ``device``; host links on CUDA.
+    ``evict_bytes``: d2d copies cycle through buffer pairs, as
+    :func:`elementwise_cases`."""
     kinds = ["d2d"]
     if device.type == "cuda":
         kinds += ["h2d_pinned", "h2d_pageable", "d2h_pinned", "d2h_pageable"]
@@ -364,16 +399,51 @@ def memcpy_cases(sizes: Iterable[int], device) -> Iterator[Case]:
         for kind in kinds:
 
             def build(n=n, kind=kind) -> Callable[[], object]:
-                dev = torch.empty(n, device=device).fill_(1.0)
                 if kind == "d2d":
-                    src = torch.empty_like(dev).fill_(2.0)
-                    return lambda: dev.copy_(src)
+
+                    def make() -> tuple:
+                        dst = torch.empty(n, device=device).fill_(1.0)
+                        return dst, torch.empty_like(dst).fill_(2.0)
+
+                    nxt = _cycle(make, 8 * n, evict_bytes)
+
+                    def run() -> object:
+                        dst, src = nxt()
+                        return dst.copy_(src)
+
+                    return run
+                dev = torch.empty(n, device=device).fill_(1.0)
                 host = torch.empty(n, pin_memory=kind.endswith("pinned")).fill_(1.0)
                 if kind.startswith("h2d"):
                     return lambda: dev.copy_(host, non_blocking=True)
                 return lambda: host.copy_(dev, non_blocking=True)
 
             yield {"kind": kind, "nbytes": 4 * n}, build
+
+
+#: bytes between the writes that touch every page of a fresh mapping (the smallest page)
+PAGE = 4096
+
+
+def fresh_output_cases(sizes: Iterable[int]) -> Iterator[Case]:
+    """First touch of ``nbytes`` of freshly mapped memory (CPU): an anonymous mapping
+    (what glibc's malloc makes for a large block), one byte written per page, unmapped.
+    The page faults (and the zeroing and freeing of the pages) an op pays for a fresh
+    output the allocator maps anew, beside the kernel's own time on reused buffers."""
+    for nbytes in sizes:
+
+        def build(nbytes=nbytes) -> Callable[[], object]:
+            def run() -> object:
+                m = mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+                t = torch.frombuffer(m, dtype=torch.uint8)
+                t[::PAGE].fill_(1)
+                del t
+                m.close()
+                return None
+
+            return run
+
+        yield {"nbytes": nbytes}, build
 
 
 def optimizer_cases(numels: Iterable[int], device) -> Iterator[Case]:

@@ -32,6 +32,8 @@ import torch
 from simcluster.compute.extrapolation import add_beyond
 from simcluster.compute.measured import (
     COMPUTE_FEATURES,
+    FRESH_OUTPUT,
+    FRESH_OUTPUT_FEATURES,
     KERNEL_FEATURES,
     MEMCPY_KINDS,
     OP_CLASSES,
@@ -44,6 +46,7 @@ from simcluster.compute.profile import SPARSIFY_METHODS
 from simcluster.errors import ConfigError
 
 from . import kernels as K
+from .allocator import MAPPED_FROM_BYTES, MAPPED_FROM_ORIGIN, glibc, heap_only
 from .fit import fit_cost_model
 from .layers import layer_key, math_mode, time_layer
 from .timing import Measurement, Timer
@@ -103,6 +106,8 @@ class Plan:
     elementwise_numels: list[int] = field(default_factory=list)
     memcpy_bytes: list[int] = field(default_factory=list)
     optimizer_numels: list[int] = field(default_factory=list)
+    #: fresh mappings (bytes) whose first touch is timed (CPU with glibc only)
+    fresh_bytes: list[int] = field(default_factory=list)
     gemm_n: int = 1024
     copy_bytes: int = 1 << 26
     #: whole models timed in the same rounds and compared with the fitted profile
@@ -115,7 +120,7 @@ class Plan:
     host_ahead: bool = True
 
 
-def _geom(lo: int, hi: int, factor: int) -> list[int]:
+def _geom(lo: int, hi: int, factor: float) -> list[int]:
     out, n = [], lo
     while n <= hi:
         out.append(int(n))
@@ -244,6 +249,7 @@ def make_plan(
         p.spmv_sizes, p.spmv_per_rows, p.spmv_batches = [256], [4], [1, 4]
         p.elementwise_numels = p.optimizer_numels = [256, 4096, 65536]
         p.memcpy_bytes = [1024, 65536]
+        p.fresh_bytes = [1 << 20]
         p.gemm_n, p.copy_bytes = 128, 1 << 20
         p.collective_max_bytes, p.collective_rounds, p.collective_reps = 4096, 1, 2
     elif mode == "quick":
@@ -254,12 +260,15 @@ def make_plan(
         p.spmv_sizes, p.spmv_per_rows, p.spmv_batches = [2048, 8192], [8, 32], [1, 8, 32]
         p.elementwise_numels = p.optimizer_numels = _geom(1024, 1 << 22, 16)
         p.memcpy_bytes = _geom(4096, 1 << 24, 16)
+        p.fresh_bytes = [8 << 20, 32 << 20]
         p.gemm_n, p.copy_bytes = 1024, 1 << 26
         p.collective_max_bytes, p.collective_rounds, p.collective_reps = 4 << 20, 2, 3
     elif mode == "full":
         p = Plan(mode, work, precisions, rounds=3, warmup=1, reps=5, min_sample_s=5e-3)
         p.budget_s = 1.0
-        p.sparsify_numels = _geom(2560, 25_600_000, 10)  # 10 KB .. 100 MB of fp32
+        # 2560 .. 8.1 M elements (10 KB .. 32 MB of fp32), 2 sizes a decade: a CPU
+        # top-k's time is interpolated between them (simcluster.compute.measured.grid_time)
+        p.sparsify_numels = _geom(2560, 25_600_000, 10**0.5)
         p.densities = [0.001, 0.01, 0.1]
         p.max_conv_shapes = 16
         p.mask_numels = p.scatter_numels = _geom(4096, 1 << 24, 8)
@@ -267,6 +276,7 @@ def make_plan(
         p.spmv_batches = [1, 4, 16, 64, 256]
         p.elementwise_numels = p.optimizer_numels = _geom(1024, 1 << 26, 8)
         p.memcpy_bytes = _geom(4096, 1 << 28, 8)
+        p.fresh_bytes = [8 << 20, 16 << 20, 32 << 20, 64 << 20, 128 << 20]
         p.gemm_n, p.copy_bytes = 2048, 1 << 28
         p.collective_max_bytes, p.collective_rounds, p.collective_reps = 256 << 20, 3, 5
     else:
@@ -351,8 +361,11 @@ def _conv_shapes(layers: Iterable, limit: int) -> list[tuple[int, ...]]:
 
 def _kernel_item(group: str, params: dict, build, device: torch.device, n: int) -> Item:
     def run(timer: Timer) -> dict[str, Measurement]:
-        fn = build()
-        return {"t": timer.measure(fn)}
+        # on the CPU every allocation from the heap: the kernel's own time, no page
+        # faults of fresh mappings (calibrate/allocator.py; those are fresh_output's)
+        with heap_only(device.type == "cpu" and group != FRESH_OUTPUT):
+            fn = build()
+            return {"t": timer.measure(fn)}
 
     return Item(f"{group}/{n}", group, dict(params), run, device)
 
@@ -389,9 +402,14 @@ def _kernel_items(plan: Plan, device: torch.device, layers: list) -> list[Item]:
         "outer_update",
         K.outer_update_cases(plan.spmv_sizes, plan.spmv_per_rows, plan.spmv_batches, device),
     )
-    add("elementwise", K.elementwise_cases(plan.elementwise_numels, device))
-    add("memcpy", K.memcpy_cases(plan.memcpy_bytes, device))
+    # CPU: copies and element-wise ops on operands that come from memory (twice the
+    # last-level cache of buffers cycled), as a training step's gradients do
+    evict = int(2 * llc_size(device)[0]) if device.type == "cpu" else 0
+    add("elementwise", K.elementwise_cases(plan.elementwise_numels, device, evict))
+    add("memcpy", K.memcpy_cases(plan.memcpy_bytes, device, evict))
     add("optimizer", K.optimizer_cases(plan.optimizer_numels, device))
+    if device.type == "cpu" and glibc() is not None:
+        add(FRESH_OUTPUT, K.fresh_output_cases(plan.fresh_bytes))
     return items
 
 
@@ -769,11 +787,26 @@ def _fit_kernels(
     kernels: dict[str, Any] = {}
     for path, rows in sorted(groups.items()):
         fam = path[0]
+        times = [t for _, t in rows]
+        if fam == FRESH_OUTPUT:
+            values = [{"nbytes": float(p["nbytes"])} for p, _ in rows]
+            kernels[FRESH_OUTPUT] = {
+                **fit_cost_model(values, times, FRESH_OUTPUT_FEATURES, floor=1e-7),
+                "mapped_from_bytes": MAPPED_FROM_BYTES,
+                "mapped_from": MAPPED_FROM_ORIGIN,
+                "what": "first touch of nbytes of a fresh anonymous mapping, one byte a "
+                "page, then unmapped (calibrate.kernels.fresh_output_cases): priced per "
+                "fresh allocation of at least mapped_from_bytes",
+            }
+            continue
         feat_key = ".".join(path[:2]) if fam == "spmv" else fam
         feats = KERNEL_FEATURES[feat_key]
         values = [kernel_features(fam, p, cache_bytes) for p, _ in rows]
-        times = [t for _, t in rows]
         fit = fit_cost_model(values, times, feats, floor=1e-7)
+        if fam == "sparsify" and device.type == "cpu":
+            table = _sparsify_table(rows)
+            if table is not None:
+                fit["table"] = table
         node = kernels
         for part in path[:-1]:
             node = node.setdefault(part, {})
@@ -787,6 +820,24 @@ def _fit_kernels(
     if missing:
         raise RuntimeError(f"projection kinds not measured: {missing}")
     return kernels, samples
+
+
+def _sparsify_table(rows: list[tuple[dict, float]]) -> dict | None:
+    """The measured times of one sparsify method on its grid of densities x sizes (the
+    profile's ``table``, interpolated by :func:`simcluster.compute.measured.grid_time`);
+    None unless every (density, size) pair was measured, at 2 sizes or more."""
+    times = {(float(p["density"]), int(p["numel"])): t for p, t in rows}
+    dens = sorted({d for d, _ in times})
+    sizes = sorted({n for _, n in times})
+    if len(sizes) < 2 or len(times) != len(dens) * len(sizes):
+        return None
+    return {
+        "density": dens,
+        "numel": sizes,
+        "seconds": [[_sig(times[(d, n)]) for n in sizes] for d in dens],
+        "what": "measured seconds per density (rows) and numel (columns), used instead "
+        "of the fit: piecewise linear in numel, linear in log(density) between rows",
+    }
 
 
 def _roofline(items: list[Item], results: dict[str, list[dict[str, Measurement]]], plan: Plan):

@@ -86,19 +86,41 @@ def test_a_bad_llc_bytes_names_its_field(tmp_path):
         load_profile(str(f))
 
 
+def _same_fits(a, b, where="kernels"):
+    assert type(a) is type(b), where
+    if isinstance(a, dict):
+        assert a.keys() == b.keys(), where
+        for k in a:
+            _same_fits(a[k], b[k], f"{where}.{k}")
+    elif isinstance(a, list):
+        assert len(a) == len(b), where
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            _same_fits(x, y, f"{where}[{i}]")
+    elif isinstance(a, float) and "rel_err" in where:  # a fit's error on its samples
+        assert a == pytest.approx(b, abs=5e-3), where
+    elif isinstance(a, float):
+        assert a == pytest.approx(b, rel=2e-3, abs=1e-12), where
+    else:
+        assert a == b, where
+
+
 def test_refit_kernels_llc_refits_from_the_samples_with_the_new_threshold():
     data = read_profile_data("cpu-epyc-1core")
     out = refit_kernels_llc(data, 32 * 2**20, "test", "cmd")
     assert out["device"]["roofline"]["llc_bytes"] == 32 * 2**20
     assert out["device"]["compute"] == data["device"]["compute"]  # layers untouched
     assert out["samples"] == data["samples"]
-    # the committed profile is this refit of its own samples (32 MiB: the VM's L3)
-    assert out["device"]["kernels"] == data["device"]["kernels"]
-    # the streaming kernels fit their own samples better than with the L2 threshold
+    # the committed profile's kernel fits are these fits of its own samples (32 MiB: the
+    # VM's L3), up to the samples' 4 significant digits
+    _same_fits(out["device"]["kernels"], data["device"]["kernels"])
+    # the streaming kernels fit their own samples better than with the L2 threshold (the
+    # optimizer: element-wise ops and copies are timed on operands from memory since
+    # session 14, with no knee at either cache)
     old = refit_kernels_llc(data, data["device"]["roofline"]["cache_bytes"], "test", "cmd")
-    for fam in ("elementwise", "optimizer"):
-        assert out["device"]["kernels"][fam]["rel_err_median"] < 0.1
-        assert old["device"]["kernels"][fam]["rel_err_median"] > 0.2
+    for fam in ("optimizer",):
+        new_err = out["device"]["kernels"][fam]["rel_err_median"]
+        assert new_err < 0.1
+        assert old["device"]["kernels"][fam]["rel_err_median"] > 2 * new_err
     feats = kernel_features("elementwise", {"nbytes": 64 * 2**20}, 32 * 2**20)
     assert feats["nbytes_spill"] == 32 * 2**20
 

@@ -73,6 +73,10 @@ __all__ = [
     "LAYER_FEATURES",
     "kernel_features",
     "kernel_fit_path",
+    "FRESH_OUTPUT",
+    "FRESH_OUTPUT_FEATURES",
+    "grid_time",
+    "sparsify_grid",
 ]
 
 #: op classes of the workload zoo (kept here so this module needs no workload import)
@@ -532,6 +536,89 @@ def _check_roofline_host(host: Any, file: str) -> None:
             )  # fmt: skip
 
 
+#: optional entry of ``device.kernels``: first touch of freshly mapped output pages
+FRESH_OUTPUT = "fresh_output"
+#: features of the ``fresh_output`` fit
+FRESH_OUTPUT_FEATURES = ("const", "nbytes")
+
+#: (densities, sizes in elements, seconds[density][size]) of a sparsify table
+SparsifyGrid = tuple[tuple[float, ...], tuple[float, ...], tuple[tuple[float, ...], ...]]
+
+
+def _numbers(raw: Any, file: str, where: str, minimum: float, increasing: bool) -> list[float]:
+    from simcluster.compute.profile_schema import check_number
+
+    if not isinstance(raw, list) or not raw:
+        raise ConfigError(file, where, raw, "must be a non-empty list of numbers")
+    vals = [check_number(v, file, f"{where}[{i}]", minimum) for i, v in enumerate(raw)]
+    if increasing and any(b <= a for a, b in zip(vals, vals[1:], strict=False)):
+        raise ConfigError(file, where, raw, "must increase strictly")
+    return vals
+
+
+def sparsify_grid(raw: Any, file: str, where: str) -> SparsifyGrid:
+    """A sparsify fit's ``table``, checked: ``{"density": [...], "numel": [...],
+    "seconds": [[one per numel] per density]}`` (densities and sizes increasing,
+    seconds >= 0); raises ConfigError."""
+    if not isinstance(raw, dict):
+        raise ConfigError(file, where, raw, "must map density, numel and seconds to lists")
+    for key in ("density", "numel", "seconds"):
+        if key not in raw:
+            raise ConfigError(file, f"{where}.{key}", None, "missing field")
+    dens = _numbers(raw["density"], file, f"{where}.density", 1e-12, True)
+    numel = _numbers(raw["numel"], file, f"{where}.numel", 1.0, True)
+    rows = raw["seconds"]
+    if not isinstance(rows, list) or len(rows) != len(dens):
+        raise ConfigError(
+            file, f"{where}.seconds", rows, "needs one row per density", f"{len(dens)} rows"
+        )  # fmt: skip
+    seconds = []
+    for i, row in enumerate(rows):
+        vals = _numbers(row, file, f"{where}.seconds[{i}]", 0.0, False)
+        if len(vals) != len(numel):
+            raise ConfigError(
+                file, f"{where}.seconds[{i}]", row, "needs one number per numel",
+                f"{len(numel)} numbers",
+            )  # fmt: skip
+        seconds.append(tuple(vals))
+    return tuple(dens), tuple(numel), tuple(seconds)
+
+
+def grid_time(grid: SparsifyGrid, numel: float, density: float) -> float:
+    """Seconds of one sparsification of ``numel`` elements at ``density`` from measured
+    times: piecewise linear in the size along each measured density
+    (:func:`~simcluster.compute.profile.interpolate_per_call`), then linear in
+    log(density) between the two nearest measured densities (the nearest one outside
+    their range). The times are what was measured, also where they do not grow with
+    the density (PyTorch's CPU top-k switches from a partial sort to a selection at
+    k > n / 64)."""
+    import math
+
+    from simcluster.compute.profile import interpolate_per_call
+
+    dens, sizes, rows = grid
+    at = [interpolate_per_call(numel, sizes, row) for row in rows]
+    if density <= dens[0]:
+        return at[0]
+    if density >= dens[-1]:
+        return at[-1]
+    j = next(i for i in range(1, len(dens)) if density <= dens[i])
+    w = math.log(density / dens[j - 1]) / math.log(dens[j] / dens[j - 1])
+    return at[j - 1] + w * (at[j] - at[j - 1])
+
+
+def _fresh_output(raw: Any, file: str) -> tuple[Fit, float]:
+    """``device.kernels.fresh_output``: a fit over ``nbytes`` and ``mapped_from_bytes``."""
+    from simcluster.compute.profile_schema import check_number
+
+    where = f"device.kernels.{FRESH_OUTPUT}"
+    fit = Fit.from_json(raw, file, where, FRESH_OUTPUT_FEATURES, own_edges=True)
+    if "mapped_from_bytes" not in raw:
+        raise ConfigError(file, f"{where}.mapped_from_bytes", None, "missing field")
+    mapped = check_number(raw["mapped_from_bytes"], file, f"{where}.mapped_from_bytes", 0.0)
+    return fit, mapped
+
+
 class MeasuredProfile(DeviceProfile):
     """Kernel times from fitted cost models (``kind`` ``measured`` or ``derived``).
 
@@ -580,6 +667,13 @@ class MeasuredProfile(DeviceProfile):
         #: sourced per-call sparsification tables (``device.sparsify_measured``, e.g. a
         #: derived profile's target spec's; :meth:`tabled_sparsify_time`)
         self.sparsify_measured: dict[str, tuple[tuple[float, ...], tuple[float, ...]]] = {}
+        #: measured sparsification times per (where, method) on a grid of densities x
+        #: sizes (``device.kernels.sparsify.<where>.<method>.table``; :func:`grid_time`)
+        self.sparsify_grid: dict[tuple[str, str], SparsifyGrid] = {}
+        #: first touch of freshly mapped output pages (``device.kernels.fresh_output``):
+        #: the fit over ``nbytes`` and the allocation size from which the host's
+        #: allocator maps pages anew (bytes); None when the profile did not measure it
+        self.fresh_output: tuple[Fit, float] | None = None
 
     # -- loading ----------------------------------------------------------------------
     @classmethod
@@ -619,11 +713,15 @@ class MeasuredProfile(DeviceProfile):
         alias: dict[str, str] = {}
         sources: dict[str, str] = {}
 
+        grids: dict[tuple[str, str], SparsifyGrid] = {}
+
         def fit_at(path: tuple[str, ...]) -> None:
             raw = _get(kraw, path, file, "device.kernels")
             where = "device.kernels." + ".".join(path)
             known = kernel_family_features(path[0])
             kernels[path] = Fit.from_json(raw, file, where, known, own_edges=True)
+            if path[0] == "sparsify" and isinstance(raw, dict) and "table" in raw:
+                grids[(path[1], path[2])] = sparsify_grid(raw["table"], file, f"{where}.table")
             if isinstance(raw, dict) and raw.get("source") in ("spec", "measured", "derived"):
                 sources.setdefault(path[0], raw["source"])
 
@@ -667,6 +765,9 @@ class MeasuredProfile(DeviceProfile):
             cache, peaks if isinstance(peaks, dict) else {}, _memory_bytes(dev, file),
             int(roof.get("sm_count", 0) or 0) if isinstance(roof, dict) else 0, llc,
         )  # fmt: skip
+        prof.sparsify_grid = grids
+        if isinstance(kraw, dict) and FRESH_OUTPUT in kraw:
+            prof.fresh_output = _fresh_output(kraw[FRESH_OUTPUT], file)
         if isinstance(dev, dict) and "sparsify_measured" in dev:
             from simcluster.compute.profile_schema import validate_sparsify_tables
 
@@ -760,9 +861,21 @@ class MeasuredProfile(DeviceProfile):
             tabled = self.tabled_sparsify_time(path[1], path[2], float(params["numel"]))
             if tabled is not None:
                 return tabled
+            grid = self.sparsify_grid.get((path[1], path[2]))
+            if grid is not None:
+                return grid_time(grid, float(params["numel"]), float(params["density"]))
         if path[0] == "memcpy" and path[1] in self.memcpy_alias:
             path = ("memcpy", self.memcpy_alias[path[1]])
         return self.kernels[path](kernel_features(family, params, self.llc_bytes))
+
+    def fresh_output_time(self, nbytes: float) -> float:
+        """Seconds of the first touch of a fresh ``nbytes`` allocation: the profile's
+        ``fresh_output`` fit when the allocation is at least its ``mapped_from_bytes``
+        (the host's allocator maps such blocks anew each time), else 0."""
+        if self.fresh_output is None:
+            return 0.0
+        fit, mapped_from = self.fresh_output
+        return fit({"const": 1.0, "nbytes": float(nbytes)}) if nbytes >= mapped_from else 0.0
 
     def sgd_time(self, num_params: float) -> float:
         """Seconds for an SGD-with-momentum step over ``num_params`` fp32 parameters."""

@@ -151,6 +151,15 @@ class DeviceProfile(ABC):
         """How this profile times a family: ``measured``, ``derived`` or ``spec``."""
         return self.kind
 
+    def fresh_output_time(self, nbytes: float) -> float:
+        """Seconds an op pays on top of its kernel for a freshly allocated output (or
+        scratch buffer) of ``nbytes`` bytes: the first touch of fresh pages where the
+        host's allocator maps them anew per allocation. 0 unless the profile measured it
+        (``device.kernels.fresh_output`` of a CPU profile, see
+        :class:`~simcluster.compute.measured.MeasuredProfile`); a GPU's caching allocator
+        reuses its blocks."""
+        return 0.0
+
     #: sourced per-call sparsification times (``sparsify_measured``):
     #: ``"device.dgc"`` -> (numel, seconds); each replaces its side and method's pricing
     sparsify_measured: dict[str, tuple[tuple[float, ...], tuple[float, ...]]]

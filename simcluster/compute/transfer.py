@@ -86,7 +86,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from simcluster.compute.measured import MEMCPY_KINDS, MeasuredProfile
+from simcluster.compute.measured import FRESH_OUTPUT, MEMCPY_KINDS, MeasuredProfile
 from simcluster.compute.precision import (
     COMPUTE_KEYS,
     HALF_OPS,
@@ -497,6 +497,13 @@ def derive_profile_data(
 
     kernels: dict[str, Any] = {}
     for family, section in dev["kernels"].items():
+        if family == FRESH_OUTPUT:
+            # the source host's allocator and paging, not a device rate: left behind (a
+            # GPU's caching allocator reuses its blocks)
+            notes.append(
+                f"{FRESH_OUTPUT}: the source host's first touch of fresh pages, not derived"
+            )
+            continue
         if family == "sparsify":
             kernels[family] = {
                 "device": {

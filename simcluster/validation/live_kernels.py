@@ -17,8 +17,14 @@ timed code in ``calibrate/live/run.py`` runs:
 * ``torch.topk`` of magnitudes + gather (``_topk_pack``): ``sparsify`` (exact);
 * ``index_add_`` of the gathered (index, value) pairs: ``scatter_add``;
 * channel norms + top-k + mask (H-SADMM ``project``): ``projection`` (channel);
-* ``index_select`` of the kept channels: ``compress``; ``zero_`` + ``index_copy_``:
-  ``decompress``.
+* ``index_select`` of the kept channels: ``compress``; ``zero_`` + ``index_copy_``
+  (H-SADMM's decompress, in place): ``elementwise`` of the weight's bytes + ``compress``
+  of the kept elements (index_copy_ moves the slices index_select gathers);
+* every freshly allocated output or scratch buffer (``torch.cat``, ``abs``, ``+``,
+  ``zeros``, top-k's per-call queue of (value, index) pairs...): a ``fresh`` call of
+  its bytes, priced by :meth:`~simcluster.compute.profile.DeviceProfile.fresh_output_time`
+  (the first touch of pages the host's allocator maps anew; the kernel families are
+  timed on reused buffers).
 
 Small bookkeeping (``nonzero`` of a mask, a view) is left out: it is not a kernel family.
 """
@@ -41,6 +47,12 @@ PREDICTED_PHASES: dict[str, tuple[str, ...]] = {
 
 MB = 1 << 20
 F4 = 4  # fp32 bytes
+#: pseudo-family of :func:`op_seconds`: a fresh output's first touch
+FRESH = "fresh"
+#: bytes per element of PyTorch's CPU top-k scratch: a ``std::vector`` of
+#: ``std::pair<float, int64_t>`` (16 bytes with padding) over the whole input, allocated
+#: per call (aten/src/ATen/native/cpu/TopKImpl.h)
+TOPK_SCRATCH_BYTES = 16
 
 #: (family, parameters) of one kernel call
 KernelCall = tuple[str, dict[str, Any]]
@@ -52,6 +64,11 @@ def _memcpy(nbytes: float) -> KernelCall:
 
 def _elementwise(nbytes: float) -> KernelCall:
     return ("elementwise", {"nbytes": float(nbytes)})
+
+
+def _fresh(nbytes: float) -> KernelCall:
+    """A freshly allocated buffer of ``nbytes`` bytes that the op writes."""
+    return (FRESH, {"nbytes": float(nbytes)})
 
 
 def _buckets(sizes: list[int], first_mb: float, cap_mb: float) -> list[list[int]]:
@@ -67,8 +84,8 @@ def _buckets(sizes: list[int], first_mb: float, cap_mb: float) -> list[list[int]
 
 
 def _flatten(sizes: list[int]) -> list[KernelCall]:
-    """``_flat``: one ``torch.cat`` of the tensors."""
-    return [_memcpy(F4 * sum(sizes))]
+    """``_flat``: one ``torch.cat`` of the tensors into a fresh buffer."""
+    return [_memcpy(F4 * sum(sizes)), _fresh(F4 * sum(sizes))]
 
 
 def _unflatten(sizes: list[int], divide: bool) -> list[KernelCall]:
@@ -87,8 +104,14 @@ def _pack_pairs(sizes: list[int], first_mb: float, cap_mb: float) -> list[list[K
 
 def _topk_pack(n: int, k: int) -> list[KernelCall]:
     """``_topk_pack``: exact top-k of magnitudes with the values gathered, then the
-    values and int32 indices concatenated (2k elements)."""
-    return [("sparsify", {"numel": n, "density": k / n, "method": "exact"}), _memcpy(2 * F4 * k)]
+    values and int32 indices concatenated (2k elements). Fresh: the magnitudes
+    (``abs``) and top-k's scratch (:data:`TOPK_SCRATCH_BYTES` per element)."""
+    return [
+        ("sparsify", {"numel": n, "density": k / n, "method": "exact"}),
+        _fresh(F4 * n),
+        _fresh(TOPK_SCRATCH_BYTES * n),
+        _memcpy(2 * F4 * k),
+    ]
 
 
 def _scatter_add(n: int, k: int, world: int) -> list[KernelCall]:
@@ -98,11 +121,14 @@ def _scatter_add(n: int, k: int, world: int) -> list[KernelCall]:
     wk = world * k
     return [
         _elementwise(F4 * n),
+        _fresh(F4 * n),
         _memcpy(F4 * wk),
         _memcpy(F4 * wk),
         _elementwise((4 + 8) * wk),
+        _fresh(8 * wk),
         ("scatter_add", {"numel": wk}),
         _elementwise(2 * F4 * n),
+        _fresh(F4 * n),
         _memcpy(F4 * n),
     ]
 
@@ -161,13 +187,17 @@ def _fusion(sizes: list[int], phase: str, o: Mapping[str, Any], world: int):
         ks = [_k(n, density) for n in sparse]
         if phase == "sparsify":
             calls = [c for n, k in zip(sparse, ks, strict=True) for c in _topk_pack(n, k)]
-            ops.append(calls + [_memcpy(2 * F4 * sum(ks))])
+            ops.append(calls + [_memcpy(2 * F4 * sum(ks)), _fresh(2 * F4 * sum(ks))])
         else:  # each tensor's slice of the parts made contiguous, then scatter-added
             ops.append(
                 [
                     c
                     for n, k in zip(sparse, ks, strict=True)
-                    for c in [_memcpy(F4 * world * 2 * k), *_scatter_add(n, k, world)]
+                    for c in [
+                        _memcpy(F4 * world * 2 * k),
+                        _fresh(F4 * world * 2 * k),
+                        *_scatter_add(n, k, world),
+                    ]
                 ]
             )
     return ops
@@ -183,10 +213,11 @@ def _hsadmm(model, sizes: list[int], phase: str, role: str, o: Mapping[str, Any]
     layers = pruned_layers(model)
     keep = float(o["keep"])
     if phase == "dual" and role == "leader":
-        return [[_elementwise(2 * F4 * n)]]
-    if phase == "dual":
-        theta = [_memcpy(F4 * n), _elementwise(3 * F4 * n)]
-        update = [_memcpy(F4 * n), _elementwise(3 * F4 * n), _elementwise(3 * F4 * n)]
+        return [[_elementwise(2 * F4 * n), _fresh(F4 * n)]]
+    if phase == "dual":  # the flat parameters and each sum / difference are fresh
+        theta = [_memcpy(F4 * n), _fresh(F4 * n), _elementwise(3 * F4 * n), _fresh(F4 * n)]
+        update = [_memcpy(F4 * n), _fresh(F4 * n), _elementwise(3 * F4 * n), _fresh(F4 * n)]
+        update.append(_elementwise(3 * F4 * n))
         return [theta, update + [_memcpy(F4 * s) for s in sizes]]
     if role != "leader":
         return []
@@ -203,12 +234,16 @@ def _hsadmm(model, sizes: list[int], phase: str, role: str, o: Mapping[str, Any]
         kept = pl.kept("channel", keep) if pl else size
         compact += kept
         if phase == "compress" and pl:
-            calls.append(("compress", {"numel": kept}))
+            calls += [("compress", {"numel": kept}), _fresh(F4 * kept)]
+        elif phase == "decompress" and pl:
+            # in place: v.zero_() writes the weight, index_copy_ puts the kept channels
+            # back, the mirror of compress's index_select (the decompress family's
+            # benchmark fills fresh zeros by a two-index index_put_: not this code)
+            calls += [_elementwise(F4 * pl.numel), ("compress", {"numel": kept})]
         elif phase == "decompress":
-            calls.append(("decompress", {"numel": pl.numel, "kept": kept}) if pl else
-                         _memcpy(F4 * size))  # fmt: skip
+            calls.append(_memcpy(F4 * size))
     if phase == "compress":
-        calls.append(_memcpy(F4 * compact))
+        calls += [_memcpy(F4 * compact), _fresh(F4 * compact)]
     return [calls]
 
 
@@ -225,5 +260,11 @@ def phase_ops(pattern: str, model, options: Mapping[str, Any]) -> dict[tuple[str
 
 
 def op_seconds(profile, calls: list[KernelCall]) -> float:
-    """Seconds of one op: the sum of its kernel calls as ``profile`` prices them."""
-    return sum(profile.kernel_time(family, **params) for family, params in calls)
+    """Seconds of one op: the sum of its kernel calls as ``profile`` prices them (a
+    ``fresh`` call by :meth:`~simcluster.compute.profile.DeviceProfile.fresh_output_time`)."""
+    return sum(
+        profile.fresh_output_time(params["nbytes"])
+        if family == FRESH
+        else profile.kernel_time(family, **params)
+        for family, params in calls
+    )
