@@ -52,32 +52,50 @@ def test_pack_of_n_bytes_costs_the_memcpy_fit_for_n_bytes(cpu, fits):
     ops = kernel_calls("ddp", "pack", "all", _tiny(10, 20), CFG)
     # one bucket (below the 1 MB first bucket): flatten into a fresh buffer, then divide
     # + copy back per tensor (in place: nothing fresh)
+    # (a reshape per tensor before the cat; a slice and a view_as per tensor after)
     assert ops == [
-        [("memcpy", {"nbytes": 120.0, "kind": "d2d"}), ("fresh", {"nbytes": 120.0})],
-        [("elementwise", {"nbytes": 240.0}), ("memcpy", {"nbytes": 80.0, "kind": "d2d"}),
-         ("memcpy", {"nbytes": 40.0, "kind": "d2d"})],
+        [("dispatch", {"calls": 2}), ("memcpy", {"nbytes": 120.0, "kind": "d2d"}),
+         ("fresh", {"nbytes": 120.0})],
+        [("elementwise", {"nbytes": 240.0}), ("dispatch", {"calls": 4}),
+         ("memcpy", {"nbytes": 80.0, "kind": "d2d"}), ("memcpy", {"nbytes": 40.0, "kind": "d2d"})],
     ]  # fmt: skip
     memcpy, ew = fits["memcpy"]["d2d"], fits["elementwise"]
-    assert op_seconds(cpu, ops[0]) == pytest.approx(_fit(memcpy, nbytes=120.0))
+    call = cpu.dispatch_time()
+    assert op_seconds(cpu, ops[0]) == pytest.approx(2 * call + _fit(memcpy, nbytes=120.0))
     assert op_seconds(cpu, ops[1]) == pytest.approx(
-        _fit(ew, nbytes=240.0) + _fit(memcpy, nbytes=80.0) + _fit(memcpy, nbytes=40.0)
+        _fit(ew, nbytes=240.0) + 4 * call + _fit(memcpy, nbytes=80.0) + _fit(memcpy, nbytes=40.0)
     )
+
+
+def test_a_call_that_moves_no_data_costs_the_profiles_one_element_op(cpu):
+    """``dispatch`` calls (views, slices) cost the CPU profile's measured
+    ``roofline.launch_overhead_s`` each; a profile that did not measure it prices them 0."""
+    data = json.loads((profiles_dir() / "cpu-epyc-1core.json").read_text())
+    one = data["device"]["roofline"]["launch_overhead_s"]
+    assert cpu.dispatch_time() == one > 0
+    assert op_seconds(cpu, [("dispatch", {"calls": 6})]) == pytest.approx(6 * one)
+    (calls,) = kernel_calls("topk", "decompress", "all", _tiny(64), CFG)
+    assert calls[0] == ("dispatch", {"calls": 6})  # _scatter_add's views and slices
+    from simcluster.compute.profile import DeviceProfile
+
+    assert DeviceProfile.dispatch_time(cpu) == 0.0
 
 
 def test_buckets_as_the_live_run_groups_the_gradients():
     model = _tiny(*([300_000] * 5))  # 1.2 MB each: the first (1 MB) bucket holds one
     ops = kernel_calls("ddp", "pack", "all", model, {**CFG, "bucket_mb": 2.0})
-    flat = [o[0][1]["nbytes"] for o in ops[::2]]
+    flat = [o[1][1]["nbytes"] for o in ops[::2]]
     assert flat == [1.2e6, 2.4e6, 2.4e6]
 
 
 def test_topk_sparsify_is_the_exact_fit_per_tensor_last_first(cpu, fits):
     model = _tiny(1000, 250_000)
     ops = kernel_calls("topk", "sparsify", "all", model, CFG)
-    assert [o[0][1]["numel"] for o in ops] == [250_000, 1000]
+    assert [o[1][1]["numel"] for o in ops] == [250_000, 1000]
     k = 2500  # round(250_000 x 0.01)
     topk = cpu.kernel_time("sparsify", numel=250_000, density=k / 250_000, method="exact")
     want = topk + _fit(fits["memcpy"]["d2d"], nbytes=8.0 * k)  # abs + scratch: 5 MB, reused
+    want += 2 * cpu.dispatch_time()  # reshape(-1), the indices' view(float32)
     assert op_seconds(cpu, ops[0]) == pytest.approx(want)
     assert ("fresh", {"nbytes": 16.0 * 250_000}) in ops[0]  # top-k's (value, index) pairs
 
@@ -122,7 +140,8 @@ def test_nodebased_packs_intra_buckets_then_the_parameter_average():
     model = _tiny(10, 20)
     ops = kernel_calls("nodebased", "pack", "all", model, CFG)  # 2 ranks per node
     assert len(ops) == 4
-    assert ops[2] == [("memcpy", {"nbytes": 120.0, "kind": "d2d"}), ("fresh", {"nbytes": 120.0})]
+    assert ops[2] == [("dispatch", {"calls": 2}), ("memcpy", {"nbytes": 120.0, "kind": "d2d"}),
+                      ("fresh", {"nbytes": 120.0})]  # fmt: skip
     one_per_node = kernel_calls("nodebased", "pack", "all", model, {**CFG, "nodes": 4})
     assert one_per_node == ops[2:]
 
@@ -148,7 +167,7 @@ def test_sizes_match_the_live_runs_tensors_and_buckets():
     model = build_model("resnet18-cifar", 32, 10)
     ops = kernel_calls("ddp", "pack", "all", model, CFG)
     want = [4.0 * sum(p.numel() for p in b) for b in _buckets(params, 1.0, 25.0)]
-    assert [o[0][1]["nbytes"] for o in ops[::2]] == want
+    assert [o[1][1]["nbytes"] for o in ops[::2]] == want
     (proj,) = kernel_calls("hsadmm", "projection", "leader", model, CFG)
     assert [c[1]["numel"] for c in proj] == [w.numel() for w in _pruned(net)]
     assert [c[1]["groups"] for c in proj] == [w.shape[1] for w in _pruned(net)]
@@ -170,10 +189,11 @@ def test_a_fresh_output_costs_its_first_touch_only_when_mapped_anew(cpu, fits):
     def ew(nb):
         return _fit(fits["elementwise"], nbytes=nb, nbytes_spill=max(0.0, nb - cpu.llc_bytes))
 
-    assert op_seconds(cpu, flat) == pytest.approx(copy(nbytes) + _fit(fresh, nbytes=nbytes))
+    call = cpu.dispatch_time()  # one reshape before the cat; a slice + view_as after
+    assert op_seconds(cpu, flat) == pytest.approx(call + copy(nbytes) + _fit(fresh, nbytes=nbytes))
     assert _fit(fresh, nbytes=nbytes) > 0.5 * copy(nbytes)
     assert all(family != "fresh" for family, _ in unflat)
-    assert op_seconds(cpu, unflat) == pytest.approx(ew(2 * nbytes) + copy(nbytes))
+    assert op_seconds(cpu, unflat) == pytest.approx(ew(2 * nbytes) + 2 * call + copy(nbytes))
     small = 4.0 * 1_000_000
     assert cpu.fresh_output_time(small) == 0.0
     assert cpu.fresh_output_time(nbytes) == pytest.approx(_fit(fresh, nbytes=nbytes))

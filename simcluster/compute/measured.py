@@ -674,6 +674,9 @@ class MeasuredProfile(DeviceProfile):
         #: the fit over ``nbytes`` and the allocation size from which the host's
         #: allocator maps pages anew (bytes); None when the profile did not measure it
         self.fresh_output: tuple[Fit, float] | None = None
+        #: seconds of one op call on one-element tensors (``device.roofline.
+        #: launch_overhead_s``, :meth:`dispatch_time`); 0 when the profile has none
+        self.dispatch_s = 0.0
 
     # -- loading ----------------------------------------------------------------------
     @classmethod
@@ -766,6 +769,10 @@ class MeasuredProfile(DeviceProfile):
             int(roof.get("sm_count", 0) or 0) if isinstance(roof, dict) else 0, llc,
         )  # fmt: skip
         prof.sparsify_grid = grids
+        if isinstance(roof, dict) and "launch_overhead_s" in roof:
+            prof.dispatch_s = check_number(
+                roof["launch_overhead_s"], file, "device.roofline.launch_overhead_s", minimum=0.0
+            )
         if isinstance(kraw, dict) and FRESH_OUTPUT in kraw:
             prof.fresh_output = _fresh_output(kraw[FRESH_OUTPUT], file)
         if isinstance(dev, dict) and "sparsify_measured" in dev:
@@ -876,6 +883,10 @@ class MeasuredProfile(DeviceProfile):
             return 0.0
         fit, mapped_from = self.fresh_output
         return fit({"const": 1.0, "nbytes": float(nbytes)}) if nbytes >= mapped_from else 0.0
+
+    def dispatch_time(self) -> float:
+        """Seconds of one op call on one-element tensors (``dispatch_s``)."""
+        return self.dispatch_s
 
     def sgd_time(self, num_params: float) -> float:
         """Seconds for an SGD-with-momentum step over ``num_params`` fp32 parameters."""

@@ -160,6 +160,13 @@ class DeviceProfile(ABC):
         reuses its blocks."""
         return 0.0
 
+    def dispatch_time(self) -> float:
+        """Seconds of one op call that moves next to no data (a view, a slice, an add of
+        one-element tensors): the framework's per-call cost. 0 unless the profile
+        measured it (:class:`~simcluster.compute.measured.MeasuredProfile`'s
+        ``device.roofline.launch_overhead_s``)."""
+        return 0.0
+
     #: sourced per-call sparsification times (``sparsify_measured``):
     #: ``"device.dgc"`` -> (numel, seconds); each replaces its side and method's pricing
     sparsify_measured: dict[str, tuple[tuple[float, ...], tuple[float, ...]]]

@@ -26,7 +26,15 @@ timed code in ``calibrate/live/run.py`` runs:
   (the first touch of pages the host's allocator maps anew; the kernel families are
   timed on reused buffers).
 
-Small bookkeeping (``nonzero`` of a mask, a view) is left out: it is not a kernel family.
+* every torch call that no family prices (a view, a slice, a ``reshape`` or
+  ``view_as`` of a contiguous tensor, ``view(dtype)``): a ``dispatch`` call, priced at
+  the profile's :meth:`~simcluster.compute.profile.DeviceProfile.dispatch_time` (its
+  roofline's ``launch_overhead_s``: one op call on one-element tensors). Such a call
+  moves no data but goes through the same Python binding and dispatcher as an add
+  (1.4-3 us each on the epyc host), and the live code runs several per tensor:
+  ``_scatter_add`` six, ``_unflat`` two per tensor.
+
+``nonzero`` of a mask is left out (its cost is the H-SADMM compress op's, not modelled).
 """
 
 from __future__ import annotations
@@ -49,6 +57,8 @@ MB = 1 << 20
 F4 = 4  # fp32 bytes
 #: pseudo-family of :func:`op_seconds`: a fresh output's first touch
 FRESH = "fresh"
+#: pseudo-family of :func:`op_seconds`: torch calls that move no data (views, slices)
+DISPATCH = "dispatch"
 #: bytes per element of PyTorch's CPU top-k scratch: a ``std::vector`` of
 #: ``std::pair<float, int64_t>`` (16 bytes with padding) over the whole input, allocated
 #: per call (aten/src/ATen/native/cpu/TopKImpl.h)
@@ -71,6 +81,11 @@ def _fresh(nbytes: float) -> KernelCall:
     return (FRESH, {"nbytes": float(nbytes)})
 
 
+def _dispatch(calls: int) -> KernelCall:
+    """``calls`` torch calls that no kernel family prices (views, slices)."""
+    return (DISPATCH, {"calls": int(calls)})
+
+
 def _buckets(sizes: list[int], first_mb: float, cap_mb: float) -> list[list[int]]:
     """Tensor sizes (elements) in backward order grouped by byte caps, as
     ``calibrate.live.run._buckets`` groups the parameters: DDP's rule
@@ -84,14 +99,16 @@ def _buckets(sizes: list[int], first_mb: float, cap_mb: float) -> list[list[int]
 
 
 def _flatten(sizes: list[int]) -> list[KernelCall]:
-    """``_flat``: one ``torch.cat`` of the tensors into a fresh buffer."""
-    return [_memcpy(F4 * sum(sizes)), _fresh(F4 * sum(sizes))]
+    """``_flat``: a ``reshape(-1)`` (a view) per tensor, then one ``torch.cat`` of them
+    into a fresh buffer."""
+    return [_dispatch(len(sizes)), _memcpy(F4 * sum(sizes)), _fresh(F4 * sum(sizes))]
 
 
 def _unflatten(sizes: list[int], divide: bool) -> list[KernelCall]:
-    """``_unflat(flat.div_(d), tensors)``: the in-place division, then a ``copy_`` per tensor."""
+    """``_unflat(flat.div_(d), tensors)``: the in-place division, then per tensor a
+    slice, a ``view_as`` and a ``copy_``."""
     calls = [_elementwise(2 * F4 * sum(sizes))] if divide else []
-    return calls + [_memcpy(F4 * n) for n in sizes]
+    return calls + [_dispatch(2 * len(sizes))] + [_memcpy(F4 * n) for n in sizes]
 
 
 def _pack_pairs(sizes: list[int], first_mb: float, cap_mb: float) -> list[list[KernelCall]]:
@@ -107,6 +124,7 @@ def _topk_pack(n: int, k: int) -> list[KernelCall]:
     values and int32 indices concatenated (2k elements). Fresh: the magnitudes
     (``abs``) and top-k's scratch (:data:`TOPK_SCRATCH_BYTES` per element)."""
     return [
+        _dispatch(2),  # reshape(-1), view(float32) of the int32 indices
         ("sparsify", {"numel": n, "density": k / n, "method": "exact"}),
         _fresh(F4 * n),
         _fresh(TOPK_SCRATCH_BYTES * n),
@@ -117,9 +135,11 @@ def _topk_pack(n: int, k: int) -> list[KernelCall]:
 def _scatter_add(n: int, k: int, world: int) -> list[KernelCall]:
     """``_scatter_add``: zeros, the values and indices of ``world`` parts copied out of
     the gathered buffer (strided), the indices widened to int64, ``index_add_``, the
-    division by ``world`` and the copy into the gradient."""
+    division by ``world`` and the copy into the gradient; six views (``view``, two
+    slices, ``view(int32)``, ``reshape`` of the contiguous indices, ``view_as``)."""
     wk = world * k
     return [
+        _dispatch(6),
         _elementwise(F4 * n),
         _fresh(F4 * n),
         _memcpy(F4 * wk),
@@ -190,10 +210,12 @@ def _fusion(sizes: list[int], phase: str, o: Mapping[str, Any], world: int):
             ops.append(calls + [_memcpy(2 * F4 * sum(ks)), _fresh(2 * F4 * sum(ks))])
         else:  # each tensor's slice of the parts made contiguous, then scatter-added
             ops.append(
-                [
+                [_dispatch(1)]  # the parts' view
+                + [
                     c
                     for n, k in zip(sparse, ks, strict=True)
                     for c in [
+                        _dispatch(2),  # the slice of the parts, .contiguous() of the copy
                         _memcpy(F4 * world * 2 * k),
                         _fresh(F4 * world * 2 * k),
                         *_scatter_add(n, k, world),
@@ -261,10 +283,14 @@ def phase_ops(pattern: str, model, options: Mapping[str, Any]) -> dict[tuple[str
 
 def op_seconds(profile, calls: list[KernelCall]) -> float:
     """Seconds of one op: the sum of its kernel calls as ``profile`` prices them (a
-    ``fresh`` call by :meth:`~simcluster.compute.profile.DeviceProfile.fresh_output_time`)."""
-    return sum(
-        profile.fresh_output_time(params["nbytes"])
-        if family == FRESH
-        else profile.kernel_time(family, **params)
-        for family, params in calls
-    )
+    ``fresh`` call by :meth:`~simcluster.compute.profile.DeviceProfile.fresh_output_time`,
+    a ``dispatch`` call at the profile's ``dispatch_time()`` per torch call)."""
+    return sum(_call_seconds(profile, family, params) for family, params in calls)
+
+
+def _call_seconds(profile, family: str, params: Mapping[str, Any]) -> float:
+    if family == FRESH:
+        return profile.fresh_output_time(params["nbytes"])
+    if family == DISPATCH:
+        return params["calls"] * profile.dispatch_time()
+    return profile.kernel_time(family, **params)
