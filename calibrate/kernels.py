@@ -230,7 +230,8 @@ def channel_mask_cases(
         def build(shape=shape) -> Callable[[], object]:
             return channel_mask_fn(torch.randn(*shape, device=device), keep)
 
-        yield {"numel": math.prod(shape), "groups": shape[1]}, build
+        window = math.prod(shape[2:])
+        yield {"numel": math.prod(shape), "groups": shape[1], "window": window}, build
 
 
 def index_copy_cases(

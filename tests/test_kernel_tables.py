@@ -154,7 +154,7 @@ def test_channel_mask_benchmark_keeps_the_largest_input_channels():
     w[1, 3] = 2.0
     assert channel_mask_fn(w, keep=0.5)().tolist() == [0, 1, 0, 1]
     (params, _), *_ = channel_mask_cases([(8, 4, 3, 3)], "cpu")
-    assert params == {"numel": 8 * 4 * 9, "groups": 4}
+    assert params == {"numel": 8 * 4 * 9, "groups": 4, "window": 9}
 
 
 def test_index_copy_benchmark_zeroes_the_weight_and_copies_the_kept_channels():

@@ -123,7 +123,7 @@ def test_hsadmm_projection_and_compress_per_pruned_conv(cpu, fits):
     assert len(proj) == 19  # convs with more than 3 input channels
     # layer1.0.conv1: 64 x 64 x 3 x 3, one norm per input channel: the live code's ops
     # (channel_mask), or the projection family's channel kind on a profile without them
-    assert proj[0] == ("channel_mask", {"numel": 36864, "groups": 64, "otherwise": [
+    assert proj[0] == ("channel_mask", {"numel": 36864, "groups": 64, "window": 9, "otherwise": [
         ("projection", {"numel": 36864, "groups": 64, "kind": "channel"})]})  # fmt: skip
     (comp,) = ops[("compress", "leader")]
     assert comp[:2] == [
@@ -136,7 +136,12 @@ def test_hsadmm_projection_and_compress_per_pruned_conv(cpu, fits):
     assert comp[-2:] == [("memcpy", {"nbytes": 4.0 * (kept + dense), "kind": "d2d"}),
                          ("fresh", {"nbytes": 4.0 * (kept + dense)})]  # fmt: skip
     rec = fits["channel_mask"]
-    assert op_seconds(cpu, [proj[0]]) == pytest.approx(_fit(rec, numel=36864, groups=64))
+    # a 3 x 3 window: its elements count in numel_window too
+    want = _fit(rec, numel=36864, numel_window=36864, groups=64)
+    assert op_seconds(cpu, [proj[0]]) == pytest.approx(want)
+    shortcut = next(c for c in proj if c[1]["window"] == 1)  # layer2.0's 1 x 1 shortcut
+    n, g = shortcut[1]["numel"], shortcut[1]["groups"]
+    assert op_seconds(cpu, [shortcut]) == pytest.approx(_fit(rec, numel=n, groups=g))
 
 
 def _without(*families: str):

@@ -106,6 +106,7 @@ FEATURES: dict[str, str] = {
     "rows_batch": "rows x batch columns",
     "num_params": "parameters",
     "numel_spill": "elements beyond the last-level cache: max(0, numel - llc_bytes / 4)",
+    "numel_window": "elements of a weight whose kh x kw window exceeds 1 (channel_mask)",
     "nnz_spill": "non-zeros beyond the last-level cache: max(0, nnz - llc_bytes / 8)",
     "nnz_batch_spill": "max(0, nnz x batch - llc_bytes / 4)",
     "nbytes_spill": "bytes beyond the last-level cache: max(0, nbytes - llc_bytes)",
@@ -123,7 +124,7 @@ KERNEL_FEATURES: dict[str, tuple[str, ...]] = {
     "mask_merge": ("const", "numel", "numel_spill"),
     "compress": ("const", "numel", "numel_spill"),
     "decompress": ("const", "numel", "kept", "numel_spill"),
-    "channel_mask": ("const", "numel", "groups", "numel_spill"),
+    "channel_mask": ("const", "numel", "numel_window", "groups", "numel_spill"),
     "index_copy": ("const", "numel", "kept", "numel_spill"),
     "scatter_add": ("const", "numel", "numel_spill"),
     "spmv.spmv": ("const", "nnz", "rows", "nnz_spill"),
@@ -144,7 +145,7 @@ _FAMILY_PARAMS: dict[str, dict[str, float]] = {
     "mask_merge": {"numel": 1},
     "compress": {"numel": 1},
     "decompress": {"numel": 1, "kept": 1},
-    "channel_mask": {"numel": 1, "groups": 1},
+    "channel_mask": {"numel": 1, "groups": 1, "window": 1},
     "index_copy": {"numel": 1, "kept": 1},
     "scatter_add": {"numel": 1},
     "spmv": {"nnz": 1, "rows": 1, "batch": 1},
@@ -472,6 +473,8 @@ def kernel_features(
         v["k"] = max(1.0, n * density)
     elif family in ("projection", CHANNEL_MASK):
         v["groups"] = float(p.get("groups", 1))
+    if family == CHANNEL_MASK:  # a reduction over windows of kh x kw > 1 elements
+        v["numel_window"] = v["numel"] if float(p.get("window", 1)) > 1 else 0.0
     elif family in ("decompress", INDEX_COPY):
         v["kept"] = float(p["kept"])
     elif family in ("spmv", "outer_update"):
@@ -548,7 +551,10 @@ FRESH_OUTPUT = "fresh_output"
 #: optional entries of ``device.kernels`` timing the live H-SADMM code's own ops
 #: (``calibrate/live/run.py``): ``channel_mask`` is its ``project()`` on one OIHW weight
 #: (``pow(2).sum`` over dims 0, 2, 3, ``topk`` of the input channels, a uint8 mask set at
-#: their indices; parameters ``numel``, ``groups`` = input channels), ``index_copy`` its
+#: their indices; parameters ``numel``, ``groups`` = input channels, ``window`` = kh x kw:
+#: feature ``numel_window`` = numel of a weight whose window exceeds 1, whose reduction
+#: runs an inner loop per window, 2-4x slower per element than a 1 x 1 conv's reduction
+#: over contiguous channels), ``index_copy`` its
 #: in-place decompress (``zero_`` of the weight, ``index_copy_`` of the kept channels
 #: along dim 1; ``numel`` of the weight, ``kept`` of the compact slice). Profiles
 #: without them price those ops by the families they did measure

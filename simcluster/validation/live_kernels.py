@@ -255,7 +255,8 @@ def _hsadmm(model, sizes: list[int], phase: str, role: str, o: Mapping[str, Any]
     if role != "leader":
         return []
     if phase == "projection":
-        return [[_own(CHANNEL_MASK, [("projection", {**p, "kind": "channel"})], **p)
+        return [[_own(CHANNEL_MASK, [("projection", {**p, "kind": "channel"})], **p,
+                      window=pl.kernel)
                  for pl in layers for p in [{"numel": pl.numel, "groups": pl.cin}]]]  # fmt: skip
     pruned = {pl.index: pl for pl in layers}
     # a pruned conv's weight is its layer's first tensor (a bias, if any, stays dense)
