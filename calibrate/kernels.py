@@ -18,6 +18,10 @@ Implementations (written for this project from the papers' descriptions):
   groups, and the mask; ``combined`` applies the three in sequence. Mask merge =
   bitwise OR of two uint8 masks; compress = index_select of kept filters and channels +
   contiguous; decompress = zeros + index_put_ of the compact tensor.
+* the live H-SADMM code (``calibrate/live/run.py``) as it runs: ``channel_mask`` =
+  ``pow(2).sum`` over dims 0, 2, 3 of an OIHW weight, ``topk`` of the input channels, a
+  uint8 mask set at their indices; ``index_copy`` = ``zero_`` of the weight then
+  ``index_copy_`` of the kept input channels along dim 1 (in place).
 * sparse kernels (SpMV paper): CSR SpMV / SpMM ``A @ X``; the weight update of a sparse
   layer is the sampled outer product ``(delta @ x^T)`` at A's non-zeros
   (``torch.sparse.sampled_addmm`` where available).
@@ -51,6 +55,9 @@ __all__ = [
     "optimizer_cases",
     "scatter_add_cases",
     "fresh_output_cases",
+    "channel_mask_cases",
+    "channel_mask_fn",
+    "index_copy_cases",
     "roofline",
 ]
 
@@ -194,6 +201,64 @@ def projection_cases(
                 return projection_fn(torch.randn(*shape, device=device), kind, keep)
 
             yield params, build
+
+
+def channel_mask_fn(w: torch.Tensor, keep: float = 0.5) -> Callable[[], object]:
+    """The live H-SADMM ``project()`` on one OIHW weight (``calibrate/live/run.py``):
+    squared norms per input channel by ``pow(2).sum`` over the other dimensions, top-k
+    of the channels, a uint8 mask set at their indices (no transposed copy, no mask
+    multiply: the ``projection`` family's ``channel`` kind does those)."""
+    cin = w.shape[1]
+    kk = max(1, round(cin * keep))
+    dims = (0, *range(2, w.dim()))
+
+    def run() -> object:
+        norms = w.pow(2).sum(dim=dims)
+        m = torch.zeros(cin, dtype=torch.uint8, device=w.device)
+        m[torch.topk(norms, kk).indices] = 1
+        return m
+
+    return run
+
+
+def channel_mask_cases(
+    shapes: Iterable[tuple[int, ...]], device, keep: float = 0.5
+) -> Iterator[Case]:
+    """``channel_mask`` family: :func:`channel_mask_fn` per conv weight shape."""
+    for shape in shapes:
+
+        def build(shape=shape) -> Callable[[], object]:
+            return channel_mask_fn(torch.randn(*shape, device=device), keep)
+
+        window = math.prod(shape[2:])
+        yield {"numel": math.prod(shape), "groups": shape[1], "window": window}, build
+
+
+def index_copy_cases(
+    shapes: Iterable[tuple[int, ...]], device, keeps: Iterable[float] = (0.5, 0.25)
+) -> Iterator[Case]:
+    """``index_copy`` family: the live H-SADMM decompress of one OIHW weight in place,
+    ``v.zero_()`` then ``v.index_copy_(1, idx, compact)`` of its kept input channels
+    (``numel``: the weight's elements; ``kept``: the compact slice's)."""
+    for shape in shapes:
+        for keep in keeps:
+            kin = max(1, round(shape[1] * keep))
+            kept = shape[0] * kin * math.prod(shape[2:])
+
+            def build(shape=shape, kin=kin) -> Callable[[], object]:
+                g = torch.Generator().manual_seed(0)
+                idx = torch.randperm(shape[1], generator=g)[:kin].sort()[0].to(device)
+                v = torch.randn(*shape, device=device)
+                c = torch.randn(shape[0], kin, *shape[2:], device=device)
+
+                def run() -> object:
+                    v.zero_()
+                    v.index_copy_(1, idx, c)
+                    return v
+
+                return run
+
+            yield {"numel": math.prod(shape), "kept": kept}, build
 
 
 def mask_apply_cases(numels: Iterable[int], device) -> Iterator[Case]:

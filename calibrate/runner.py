@@ -31,9 +31,11 @@ import torch
 
 from simcluster.compute.extrapolation import add_beyond
 from simcluster.compute.measured import (
+    CHANNEL_MASK,
     COMPUTE_FEATURES,
     FRESH_OUTPUT,
     FRESH_OUTPUT_FEATURES,
+    INDEX_COPY,
     KERNEL_FEATURES,
     MEMCPY_KINDS,
     OP_CLASSES,
@@ -396,6 +398,9 @@ def _kernel_items(plan: Plan, device: torch.device, layers: list) -> list[Item]:
     add("mask_merge", K.mask_merge_cases(plan.mask_numels, device))
     for fam, params, build in K.compress_cases(shapes, device):
         items.append(_kernel_item(fam, params, build, device, len(items)))
+    # the live H-SADMM code's own projection and decompress (calibrate/live/run.py)
+    add(CHANNEL_MASK, K.channel_mask_cases(shapes, device))
+    add(INDEX_COPY, K.index_copy_cases(shapes, device))
     add("scatter_add", K.scatter_add_cases(plan.scatter_numels, device))
     add("spmv", K.spmv_cases(plan.spmv_sizes, plan.spmv_per_rows, plan.spmv_batches, device))
     add(

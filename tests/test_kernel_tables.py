@@ -82,6 +82,10 @@ def _broken(tmp_path, edit) -> str:
          "device.kernels.fresh_output.mapped_from_bytes"),
         (lambda k: k["fresh_output"].update(features=["const", "numel"]),
          "device.kernels.fresh_output.features"),
+        (lambda k: k["channel_mask"].update(features=["const", "kept"]),
+         "device.kernels.channel_mask.features"),
+        (lambda k: k["index_copy"].update(coef=[1.0]),
+         "device.kernels.index_copy.coef"),
     ],
 )  # fmt: skip
 def test_a_broken_entry_names_its_field(tmp_path, edit, field):
@@ -137,3 +141,28 @@ def test_heap_only_serves_a_large_block_from_the_heap():
     if out == "skip":
         pytest.skip("not a glibc host")
     assert int(out) < 1000  # 2 calls' 51 MB are 25000 pages of 4 KiB
+
+
+def test_channel_mask_benchmark_keeps_the_largest_input_channels():
+    torch = pytest.importorskip("torch")
+    from calibrate.kernels import channel_mask_cases, channel_mask_fn
+
+    w = torch.zeros(2, 4, 3, 3)
+    w[:, 1] = 3.0  # channel norms^2 per input channel: 0, 162, 18, 72
+    w[:, 2] = 1.0
+    w[0, 3] = 2.0
+    w[1, 3] = 2.0
+    assert channel_mask_fn(w, keep=0.5)().tolist() == [0, 1, 0, 1]
+    (params, _), *_ = channel_mask_cases([(8, 4, 3, 3)], "cpu")
+    assert params == {"numel": 8 * 4 * 9, "groups": 4, "window": 9}
+
+
+def test_index_copy_benchmark_zeroes_the_weight_and_copies_the_kept_channels():
+    pytest.importorskip("torch")
+    from calibrate.kernels import index_copy_cases
+
+    (params, build), (quarter, _) = index_copy_cases([(2, 8, 1, 1)], "cpu")
+    assert params == {"numel": 16, "kept": 8} and quarter == {"numel": 16, "kept": 4}
+    v = build()()
+    assert (v != 0).sum(dim=(0, 2, 3)).tolist().count(2) == 4  # 4 of 8 channels filled
+    assert int((v.abs().sum(dim=(0, 2, 3)) == 0).sum()) == 4

@@ -10,6 +10,7 @@ from types import SimpleNamespace
 import pytest
 
 from simcluster.compute import load_profile
+from simcluster.compute.measured import MeasuredProfile
 from simcluster.paths import profiles_dir
 from simcluster.validation.live import _validate_live
 from simcluster.validation.live_kernels import kernel_calls, op_seconds, phase_ops
@@ -120,8 +121,10 @@ def test_hsadmm_projection_and_compress_per_pruned_conv(cpu, fits):
                         ("compress", "leader"), ("decompress", "leader")}  # fmt: skip
     (proj,) = ops[("projection", "leader")]
     assert len(proj) == 19  # convs with more than 3 input channels
-    # layer1.0.conv1: 64 x 64 x 3 x 3, one norm per input channel
-    assert proj[0] == ("projection", {"numel": 36864, "groups": 64, "kind": "channel"})
+    # layer1.0.conv1: 64 x 64 x 3 x 3, one norm per input channel: the live code's ops
+    # (channel_mask), or the projection family's channel kind on a profile without them
+    assert proj[0] == ("channel_mask", {"numel": 36864, "groups": 64, "window": 9, "otherwise": [
+        ("projection", {"numel": 36864, "groups": 64, "kind": "channel"})]})  # fmt: skip
     (comp,) = ops[("compress", "leader")]
     assert comp[:2] == [
         ("compress", {"numel": 64 * 32 * 9}),
@@ -129,11 +132,42 @@ def test_hsadmm_projection_and_compress_per_pruned_conv(cpu, fits):
     ]
     total = sum(n for layer in model.layers for n in layer.param_tensors)
     kept = sum(c[1]["numel"] for c in comp if c[0] == "compress")
-    dense = total - sum(c[1]["numel"] for c in proj)
+    dense = total - sum(int(c[1]["numel"]) for c in proj)
     assert comp[-2:] == [("memcpy", {"nbytes": 4.0 * (kept + dense), "kind": "d2d"}),
                          ("fresh", {"nbytes": 4.0 * (kept + dense)})]  # fmt: skip
+    rec = fits["channel_mask"]
+    # a 3 x 3 window: its elements count in numel_window too
+    want = _fit(rec, numel=36864, numel_window=36864, groups=64)
+    assert op_seconds(cpu, [proj[0]]) == pytest.approx(want)
+    shortcut = next(c for c in proj if c[1]["window"] == 1)  # layer2.0's 1 x 1 shortcut
+    n, g = shortcut[1]["numel"], shortcut[1]["groups"]
+    assert op_seconds(cpu, [shortcut]) == pytest.approx(_fit(rec, numel=n, groups=g))
+
+
+def _without(*families: str):
+    data = json.loads((profiles_dir() / "cpu-epyc-1core.json").read_text())
+    for family in families:
+        data["device"]["kernels"].pop(family)
+    return MeasuredProfile.from_data(data, "cpu-epyc-1core-without")
+
+
+def test_profiles_without_the_live_codes_families_price_by_the_others(fits):
+    model = build_model("resnet18-cifar", 32, 10)
+    old = _without("channel_mask", "index_copy")
+    assert old.optional_kernel_time("channel_mask", numel=1.0, groups=1.0) is None
+    (proj,) = kernel_calls("hsadmm", "projection", "leader", model, CFG)
     rec = fits["projection"]["channel"]
-    assert op_seconds(cpu, [proj[0]]) == pytest.approx(_fit(rec, numel=36864, groups=64))
+    assert op_seconds(old, [proj[0]]) == pytest.approx(_fit(rec, numel=36864, groups=64))
+    (calls,) = kernel_calls("hsadmm", "decompress", "leader", model, CFG)
+    first = next(c for c in calls if c[0] == "index_copy")
+    n, kept = 36864, 36864 // 2
+    want = old.elementwise_time(4.0 * n) + old.kernel_time("compress", numel=kept)
+    assert op_seconds(old, [first]) == pytest.approx(want)
+    # the Intel profile (measured before them) and GPU profiles lack them too
+    assert (
+        load_profile("cpu-xeon-1core").optional_kernel_time("index_copy", numel=1, kept=1) is None
+    )
+    assert load_profile("h200-measured").optional_kernel_time("channel_mask", numel=1) is None
 
 
 def test_nodebased_packs_intra_buckets_then_the_parameter_average():
@@ -213,6 +247,16 @@ def test_hsadmm_decompress_zeroes_in_place_and_copies_the_kept_channels_back():
     (calls,) = kernel_calls("hsadmm", "decompress", "leader", model, CFG)
     (proj,) = kernel_calls("hsadmm", "projection", "leader", model, CFG)
     first = proj[0][1]["numel"]  # layer1.0.conv1, 64 x 64 x 3 x 3, half the channels kept
-    assert ("elementwise", {"nbytes": 4.0 * first}) in calls
-    assert ("compress", {"numel": first // 2}) in calls
+    own = [c for c in calls if c[0] == "index_copy"]
+    assert len(own) == len(proj)  # one zero_ + index_copy_ per pruned conv
+    otherwise = [("elementwise", {"nbytes": 4.0 * first}), ("compress", {"numel": first // 2})]
+    assert own[0] == ("index_copy", {"numel": first, "kept": first // 2, "otherwise": otherwise})
     assert all(family not in ("decompress", "fresh") for family, _ in calls)
+
+
+def test_hsadmm_decompress_costs_the_index_copy_fit(cpu, fits):
+    model = build_model("resnet18-cifar", 32, 10)
+    (calls,) = kernel_calls("hsadmm", "decompress", "leader", model, CFG)
+    first = next(c for c in calls if c[0] == "index_copy")
+    n, kept = first[1]["numel"], first[1]["kept"]
+    assert op_seconds(cpu, [first]) == pytest.approx(_fit(fits["index_copy"], numel=n, kept=kept))

@@ -74,6 +74,9 @@ __all__ = [
     "kernel_features",
     "kernel_fit_path",
     "FRESH_OUTPUT",
+    "CHANNEL_MASK",
+    "INDEX_COPY",
+    "OPTIONAL_KERNELS",
     "FRESH_OUTPUT_FEATURES",
     "grid_time",
     "sparsify_grid",
@@ -103,6 +106,7 @@ FEATURES: dict[str, str] = {
     "rows_batch": "rows x batch columns",
     "num_params": "parameters",
     "numel_spill": "elements beyond the last-level cache: max(0, numel - llc_bytes / 4)",
+    "numel_window": "elements of a weight whose kh x kw window exceeds 1 (channel_mask)",
     "nnz_spill": "non-zeros beyond the last-level cache: max(0, nnz - llc_bytes / 8)",
     "nnz_batch_spill": "max(0, nnz x batch - llc_bytes / 4)",
     "nbytes_spill": "bytes beyond the last-level cache: max(0, nbytes - llc_bytes)",
@@ -120,6 +124,8 @@ KERNEL_FEATURES: dict[str, tuple[str, ...]] = {
     "mask_merge": ("const", "numel", "numel_spill"),
     "compress": ("const", "numel", "numel_spill"),
     "decompress": ("const", "numel", "kept", "numel_spill"),
+    "channel_mask": ("const", "numel", "numel_window", "groups", "numel_spill"),
+    "index_copy": ("const", "numel", "kept", "numel_spill"),
     "scatter_add": ("const", "numel", "numel_spill"),
     "spmv.spmv": ("const", "nnz", "rows", "nnz_spill"),
     "spmv.spmm": ("const", "nnz_batch", "rows_batch", "nnz", "nnz_batch_spill"),
@@ -139,6 +145,8 @@ _FAMILY_PARAMS: dict[str, dict[str, float]] = {
     "mask_merge": {"numel": 1},
     "compress": {"numel": 1},
     "decompress": {"numel": 1, "kept": 1},
+    "channel_mask": {"numel": 1, "groups": 1, "window": 1},
+    "index_copy": {"numel": 1, "kept": 1},
     "scatter_add": {"numel": 1},
     "spmv": {"nnz": 1, "rows": 1, "batch": 1},
     "outer_update": {"nnz": 1, "rows": 1, "batch": 1},
@@ -440,7 +448,7 @@ def kernel_fit_path(family: str, params: Mapping[str, Any]) -> tuple[str, ...]:
         if kind not in MEMCPY_KINDS:
             raise ValueError(f"memcpy kind must be one of {MEMCPY_KINDS}, got {kind!r}")
         return ("memcpy", kind)
-    if family not in KERNEL_FAMILIES:
+    if family not in KERNEL_FAMILIES and family not in OPTIONAL_KERNELS:
         raise ValueError(f"unknown kernel family {family!r}; known: {sorted(KERNEL_FAMILIES)}")
     return (family,)
 
@@ -463,9 +471,11 @@ def kernel_features(
     if family == "sparsify":
         n, density = float(p["numel"]), float(p["density"])
         v["k"] = max(1.0, n * density)
-    elif family == "projection":
+    elif family in ("projection", CHANNEL_MASK):
         v["groups"] = float(p.get("groups", 1))
-    elif family == "decompress":
+    if family == CHANNEL_MASK:  # a reduction over windows of kh x kw > 1 elements
+        v["numel_window"] = v["numel"] if float(p.get("window", 1)) > 1 else 0.0
+    elif family in ("decompress", INDEX_COPY):
         v["kept"] = float(p["kept"])
     elif family in ("spmv", "outer_update"):
         nnz, batch = float(p["nnz"]), float(p.get("batch", 1))
@@ -538,6 +548,20 @@ def _check_roofline_host(host: Any, file: str) -> None:
 
 #: optional entry of ``device.kernels``: first touch of freshly mapped output pages
 FRESH_OUTPUT = "fresh_output"
+#: optional entries of ``device.kernels`` timing the live H-SADMM code's own ops
+#: (``calibrate/live/run.py``): ``channel_mask`` is its ``project()`` on one OIHW weight
+#: (``pow(2).sum`` over dims 0, 2, 3, ``topk`` of the input channels, a uint8 mask set at
+#: their indices; parameters ``numel``, ``groups`` = input channels, ``window`` = kh x kw:
+#: feature ``numel_window`` = numel of a weight whose window exceeds 1, whose reduction
+#: runs an inner loop per window, 2-4x slower per element than a 1 x 1 conv's reduction
+#: over contiguous channels), ``index_copy`` its
+#: in-place decompress (``zero_`` of the weight, ``index_copy_`` of the kept channels
+#: along dim 1; ``numel`` of the weight, ``kept`` of the compact slice). Profiles
+#: without them price those ops by the families they did measure
+#: (:meth:`MeasuredProfile.optional_kernel_time` returns None)
+CHANNEL_MASK = "channel_mask"
+INDEX_COPY = "index_copy"
+OPTIONAL_KERNELS = (CHANNEL_MASK, INDEX_COPY)
 #: features of the ``fresh_output`` fit
 FRESH_OUTPUT_FEATURES = ("const", "nbytes")
 
@@ -775,6 +799,9 @@ class MeasuredProfile(DeviceProfile):
             )
         if isinstance(kraw, dict) and FRESH_OUTPUT in kraw:
             prof.fresh_output = _fresh_output(kraw[FRESH_OUTPUT], file)
+        for family in OPTIONAL_KERNELS:
+            if isinstance(kraw, dict) and family in kraw:
+                fit_at((family,))
         if isinstance(dev, dict) and "sparsify_measured" in dev:
             from simcluster.compute.profile_schema import validate_sparsify_tables
 
@@ -874,6 +901,13 @@ class MeasuredProfile(DeviceProfile):
         if path[0] == "memcpy" and path[1] in self.memcpy_alias:
             path = ("memcpy", self.memcpy_alias[path[1]])
         return self.kernels[path](kernel_features(family, params, self.llc_bytes))
+
+    def optional_kernel_time(self, family: str, **params: float | str) -> float | None:
+        """Seconds for one call of an optional family (:data:`OPTIONAL_KERNELS`), None
+        when this profile did not measure it."""
+        if (family,) not in self.kernels:
+            return None
+        return self.kernels[(family,)](kernel_features(family, params, self.llc_bytes))
 
     def fresh_output_time(self, nbytes: float) -> float:
         """Seconds of the first touch of a fresh ``nbytes`` allocation: the profile's

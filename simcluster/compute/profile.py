@@ -160,6 +160,12 @@ class DeviceProfile(ABC):
         reuses its blocks."""
         return 0.0
 
+    def optional_kernel_time(self, family: str, **params: float | str) -> float | None:
+        """Seconds for one call of a kernel family a profile may lack
+        (:data:`~simcluster.compute.measured.OPTIONAL_KERNELS`: the live H-SADMM code's
+        ``channel_mask`` and ``index_copy``); None unless the profile measured it."""
+        return None
+
     def dispatch_time(self) -> float:
         """Seconds of one op call that moves next to no data (a view, a slice, an add of
         one-element tensors): the framework's per-call cost. 0 unless the profile

@@ -86,7 +86,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from simcluster.compute.measured import FRESH_OUTPUT, MEMCPY_KINDS, MeasuredProfile
+from simcluster.compute.measured import (
+    FRESH_OUTPUT,
+    MEMCPY_KINDS,
+    OPTIONAL_KERNELS,
+    MeasuredProfile,
+)
 from simcluster.compute.precision import (
     COMPUTE_KEYS,
     HALF_OPS,
@@ -503,6 +508,11 @@ def derive_profile_data(
             notes.append(
                 f"{FRESH_OUTPUT}: the source host's first touch of fresh pages, not derived"
             )
+            continue
+        if family in OPTIONAL_KERNELS:
+            # the live H-SADMM code's ops on the source's processor: left behind, a
+            # derived profile prices them by the families it derives, as before
+            notes.append(f"{family}: the source's own timing of the live code's op, not derived")
             continue
         if family == "sparsify":
             kernels[family] = {

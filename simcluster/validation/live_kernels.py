@@ -16,10 +16,13 @@ timed code in ``calibrate/live/run.py`` runs:
   of the bytes read and written;
 * ``torch.topk`` of magnitudes + gather (``_topk_pack``): ``sparsify`` (exact);
 * ``index_add_`` of the gathered (index, value) pairs: ``scatter_add``;
-* channel norms + top-k + mask (H-SADMM ``project``): ``projection`` (channel);
+* channel norms + top-k + mask (H-SADMM ``project``): ``channel_mask``, the same ops
+  timed as the code runs them, where the profile measured it
+  (:data:`~simcluster.compute.measured.OPTIONAL_KERNELS`), else ``projection``
+  (channel: a transposed copy, norms, top-k and a mask multiply);
 * ``index_select`` of the kept channels: ``compress``; ``zero_`` + ``index_copy_``
-  (H-SADMM's decompress, in place): ``elementwise`` of the weight's bytes + ``compress``
-  of the kept elements (index_copy_ moves the slices index_select gathers);
+  (H-SADMM's decompress, in place): ``index_copy`` where the profile measured it, else
+  ``elementwise`` of the weight's bytes + ``compress`` of the kept elements;
 * every freshly allocated output or scratch buffer (``torch.cat``, ``abs``, ``+``,
   ``zeros``, top-k's per-call queue of (value, index) pairs...): a ``fresh`` call of
   its bytes, priced by :meth:`~simcluster.compute.profile.DeviceProfile.fresh_output_time`
@@ -41,6 +44,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
+
+from simcluster.compute.measured import CHANNEL_MASK, INDEX_COPY, OPTIONAL_KERNELS
 
 __all__ = ["PREDICTED_PHASES", "KernelCall", "kernel_calls", "op_seconds", "phase_ops"]
 
@@ -79,6 +84,12 @@ def _elementwise(nbytes: float) -> KernelCall:
 def _fresh(nbytes: float) -> KernelCall:
     """A freshly allocated buffer of ``nbytes`` bytes that the op writes."""
     return (FRESH, {"nbytes": float(nbytes)})
+
+
+def _own(family: str, otherwise: list[KernelCall], **params: float) -> KernelCall:
+    """One call of an optional family (``channel_mask``, ``index_copy``), priced by the
+    ``otherwise`` calls on a profile that did not measure it."""
+    return (family, {**{k: float(v) for k, v in params.items()}, "otherwise": otherwise})
 
 
 def _dispatch(calls: int) -> KernelCall:
@@ -244,8 +255,9 @@ def _hsadmm(model, sizes: list[int], phase: str, role: str, o: Mapping[str, Any]
     if role != "leader":
         return []
     if phase == "projection":
-        return [[("projection", {"numel": pl.numel, "groups": pl.cin, "kind": "channel"})
-                 for pl in layers]]  # fmt: skip
+        return [[_own(CHANNEL_MASK, [("projection", {**p, "kind": "channel"})], **p,
+                      window=pl.kernel)
+                 for pl in layers for p in [{"numel": pl.numel, "groups": pl.cin}]]]  # fmt: skip
     pruned = {pl.index: pl for pl in layers}
     # a pruned conv's weight is its layer's first tensor (a bias, if any, stays dense)
     tensors = [(pruned.get(i) if j == 0 else None, n) for i, layer in enumerate(model.layers)
@@ -259,9 +271,11 @@ def _hsadmm(model, sizes: list[int], phase: str, role: str, o: Mapping[str, Any]
             calls += [("compress", {"numel": kept}), _fresh(F4 * kept)]
         elif phase == "decompress" and pl:
             # in place: v.zero_() writes the weight, index_copy_ puts the kept channels
-            # back, the mirror of compress's index_select (the decompress family's
-            # benchmark fills fresh zeros by a two-index index_put_: not this code)
-            calls += [_elementwise(F4 * pl.numel), ("compress", {"numel": kept})]
+            # back (the decompress family's benchmark fills fresh zeros by a two-index
+            # index_put_: not this code); without the index_copy family, the mirror of
+            # compress's index_select
+            otherwise = [_elementwise(F4 * pl.numel), ("compress", {"numel": kept})]
+            calls.append(_own(INDEX_COPY, otherwise, numel=pl.numel, kept=kept))
         elif phase == "decompress":
             calls.append(_memcpy(F4 * size))
     if phase == "compress":
@@ -293,4 +307,8 @@ def _call_seconds(profile, family: str, params: Mapping[str, Any]) -> float:
         return profile.fresh_output_time(params["nbytes"])
     if family == DISPATCH:
         return params["calls"] * profile.dispatch_time()
+    if family in OPTIONAL_KERNELS:
+        own = {k: v for k, v in params.items() if k != "otherwise"}
+        t = profile.optional_kernel_time(family, **own)
+        return op_seconds(profile, params["otherwise"]) if t is None else t
     return profile.kernel_time(family, **params)
