@@ -67,6 +67,7 @@ class Trace:
     classes: dict[str, tuple[int, ...]] = field(default_factory=dict)
     _by_class: dict[str, list[tuple]] | None = field(default=None, repr=False)
     _spans: list[Span] | None = field(default=None, repr=False)
+    _net_spans: dict[str, float] | None = field(default=None, repr=False)
 
     @property
     def spans(self) -> list[Span]:
@@ -106,18 +107,26 @@ class Trace:
         it holds the wait for the call's last participant; ``net`` books it
         from that last arrival instead (the call's own span on the network: what
         a timer started after the group has met would see). Compute ops are the
-        same either way.
+        same either way. Both come from :meth:`category_seconds`.
         """
-        span = {}
-        if net:
-            span = {r[2]: r[5] - r[4] for r in self.rows if r[0] == "<network>"}
-        out: dict[str, float] = {}
+        booked, netted = self.category_seconds(name)
+        return netted if net else booked
+
+    def category_seconds(self, name: str) -> tuple[dict[str, float], dict[str, float]]:
+        """``(booked, net)`` seconds per category of a class's ops in one pass over its
+        spans (see :meth:`by_category`)."""
+        if self._net_spans is None:
+            self._net_spans = {r[2]: r[5] - r[4] for r in self.rows if r[0] == "<network>"}
+        span = self._net_spans
+        booked: dict[str, float] = {}
+        netted: dict[str, float] = {}
         for s in self.class_spans(name):
             d = s.end - s.start
+            booked[s.category] = booked.get(s.category, 0.0) + d
             if s.bytes > 0 and s.op in span:
                 d = min(d, span[s.op])
-            out[s.category] = out.get(s.category, 0.0) + d
-        return out
+            netted[s.category] = netted.get(s.category, 0.0) + d
+        return booked, netted
 
 
 class _Rendezvous:

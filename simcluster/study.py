@@ -227,14 +227,15 @@ def _class_breakdowns(trace: Trace) -> dict[str, dict[str, Any]]:
     """Per rank class, by lowest rank (the representative first): ``ranks`` (its
     rank count), ``breakdown_s`` and ``net_breakdown_s`` (seconds per category,
     see :meth:`Trace.by_category`)."""
-    return {
-        name: {
+    out: dict[str, dict[str, Any]] = {}
+    for name, ranks in sorted(trace.classes.items(), key=lambda kv: min(kv[1])):
+        booked, net = trace.category_seconds(name)
+        out[name] = {
             "ranks": len(ranks),
-            "breakdown_s": dict(sorted(trace.by_category(name).items())),
-            "net_breakdown_s": dict(sorted(trace.by_category(name, net=True).items())),
+            "breakdown_s": dict(sorted(booked.items())),
+            "net_breakdown_s": dict(sorted(net.items())),
         }
-        for name, ranks in sorted(trace.classes.items(), key=lambda kv: min(kv[1]))
-    }
+    return out
 
 
 def simulate_plan(
@@ -278,7 +279,8 @@ def simulate_plan(
         wait = _loader_wait(trace) if ctx.input_load and ctx.input_load.workers else 0.0
         loader_wait += seg.count * wait
         inter += seg.count * trace.inter_node_bytes
-        _scaled(breakdown, trace.by_category(rep), seg.count)
+        classes = _class_breakdowns(trace)
+        _scaled(breakdown, classes[rep]["breakdown_s"], seg.count)
         traces.setdefault(seg.label, trace)
         seg_records.append(
             {
@@ -290,11 +292,11 @@ def simulate_plan(
                 "comm_s": trace.busy_time(rep, "comm"),
                 "inter_node_bytes": trace.inter_node_bytes,
                 "extra": seg.iteration.extra,
-                "breakdown_s": {k: v for k, v in sorted(trace.by_category(rep).items())},
+                "breakdown_s": dict(classes[rep]["breakdown_s"]),
                 # every rank class: its rank count, its breakdown as booked (a
                 # collective from the class's arrival) and net (from the call's
                 # last arrival), for metrics that average over all ranks
-                "classes": _class_breakdowns(trace),
+                "classes": classes,
                 # collective time per algorithm/protocol the tuner chose (s)
                 "collectives_s": trace.by_algorithm(),
             }
