@@ -473,8 +473,8 @@ def kernel_features(
         v["k"] = max(1.0, n * density)
     elif family in ("projection", CHANNEL_MASK):
         v["groups"] = float(p.get("groups", 1))
-    if family == CHANNEL_MASK:  # a reduction over windows of kh x kw > 1 elements
-        v["numel_window"] = v["numel"] if float(p.get("window", 1)) > 1 else 0.0
+        if family == CHANNEL_MASK:  # a reduction over windows of kh x kw > 1 elements
+            v["numel_window"] = v["numel"] if float(p.get("window", 1)) > 1 else 0.0
     elif family in ("decompress", INDEX_COPY):
         v["kept"] = float(p["kept"])
     elif family in ("spmv", "outer_update"):

@@ -27,8 +27,7 @@ timed code in ``calibrate/live/run.py`` runs:
   ``zeros``, top-k's per-call queue of (value, index) pairs...): a ``fresh`` call of
   its bytes, priced by :meth:`~simcluster.compute.profile.DeviceProfile.fresh_output_time`
   (the first touch of pages the host's allocator maps anew; the kernel families are
-  timed on reused buffers).
-
+  timed on reused buffers);
 * every torch call that no family prices (a view, a slice, a ``reshape`` or
   ``view_as`` of a contiguous tensor, ``view(dtype)``): a ``dispatch`` call, priced at
   the profile's :meth:`~simcluster.compute.profile.DeviceProfile.dispatch_time` (its
@@ -248,10 +247,9 @@ def _hsadmm(model, sizes: list[int], phase: str, role: str, o: Mapping[str, Any]
     if phase == "dual" and role == "leader":
         return [[_elementwise(2 * F4 * n), _fresh(F4 * n)]]
     if phase == "dual":  # the flat parameters and each sum / difference are fresh
-        theta = [_memcpy(F4 * n), _fresh(F4 * n), _elementwise(3 * F4 * n), _fresh(F4 * n)]
-        update = [_memcpy(F4 * n), _fresh(F4 * n), _elementwise(3 * F4 * n), _fresh(F4 * n)]
-        update.append(_elementwise(3 * F4 * n))
-        return [theta, update + [_memcpy(F4 * s) for s in sizes]]
+        flat_sum = [_memcpy(F4 * n), _fresh(F4 * n), _elementwise(3 * F4 * n), _fresh(F4 * n)]
+        update = [*flat_sum, _elementwise(3 * F4 * n), *(_memcpy(F4 * s) for s in sizes)]
+        return [flat_sum, update]
     if role != "leader":
         return []
     if phase == "projection":
