@@ -91,6 +91,15 @@ def test_model_seconds_and_sharing():
     assert g.seconds("allreduce", 1, 1e6) == 0.0
 
 
+def test_priced_as_names_the_sweep_a_count_is_priced_from():
+    g = GlooModel({"4": _worlds()["2"], "8": _worlds()["8"]})
+    assert g.priced_as(4) == 4 and g.priced_as(8) == 8  # measured
+    assert g.priced_as(6) == 6 and g.priced_as(16) == 16  # scaled to the count
+    # below every measured count: the 4-process sweep's constants, unscaled
+    assert g.priced_as(2) == 4
+    assert g.constants("allreduce", 2)[:2] == g.constants("allreduce", 4)[:2]
+
+
 def test_model_scaled():
     g = GlooModel(_worlds()).scaled(2.0)
     assert g.seconds("broadcast", 2, 0.0) == pytest.approx(2e-4)

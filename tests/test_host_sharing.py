@@ -229,3 +229,20 @@ def test_a_malformed_machine_or_sweep_in_a_live_run_is_named(tmp_path, change, m
     with pytest.raises(UserError, match=match) as err:
         validate_live(bad, tmp_path / "work")
     assert "malformed live-run file" not in str(err.value)
+
+
+def test_subgroup_calls_priced_from_a_larger_sweep_are_not_shared_twice():
+    # Two 2-member allreduces at once on 2 cores (4 processes, ranks per node 2), each
+    # priced at 1 s from constants a 4-process sweep measured: that sweep's 4 members
+    # already shared the 2 cores, so the pair of calls takes its 1 s, not 2 s.
+    def prog(swept):
+        return {
+            r: [Task("collective", 1.0, "ar", "ar#0", swept, (r - r % 2, r - r % 2 + 1))]
+            for r in range(4)
+        }
+
+    assert simulate(prog(4), cores=2)[1] == pytest.approx(1.0)
+    # priced as if its 2 members had been alone in the sweep: shared once more
+    assert simulate(prog(2), cores=2)[1] == pytest.approx(2.0)
+    assert sweep_work(1.0, 2, 2, swept=4) == pytest.approx(0.5)
+    assert sweep_work(1.0, 2, 2) == sweep_work(1.0, 2, 2, swept=2) == pytest.approx(1.0)

@@ -246,6 +246,15 @@ class GlooModel:
         how = f"P={base} scaled by CPU sharing x{share:.2f}"
         return float(c["alpha_s"]) * share, float(c["beta_s_per_byte"]) * share, how
 
+    def priced_as(self, world: int) -> int:
+        """The process count whose sweep arrangement the seconds of a ``world``-process
+        call stand for: ``world`` itself where it was measured or scaled to it by the
+        sharing factors (:meth:`constants`), else (below every measured count) the
+        smallest measured count, whose constants it takes unscaled: those include the
+        contention of that many processes in the call, not of ``world``."""
+        ps = sorted(self.worlds)
+        return ps[0] if world < ps[0] else world
+
     def _timed(self, op: str, world: int) -> Mapping[str, Any]:
         """The constants of ``op`` measured at ``world`` processes; a sweep that did not
         time ``op`` there is the user's one line (it was a KeyError)."""

@@ -53,8 +53,9 @@ class Task:
     """One op of a rank's program.
 
     kind: ``compute`` or ``collective``; seconds: its duration at the reference
-    (``ref`` active tasks for compute, 0: a fixed duration; the sweep's arrangement
-    for a collective); phase: for the caller; key: the collective's id, the same on
+    (``ref`` active tasks for compute, 0: a fixed duration; for a collective the
+    sweep's arrangement, ``ref`` of its processes in the call, 0: its ``group``,
+    see :func:`sweep_work`); phase: for the caller; key: the collective's id, the same on
     every member (with ``group``, its ranks); tail: fraction of the collective's work
     over which its members leave; chain: fraction of its seconds that is its chain of
     messages (one task), the rest its bytes (a task per member in the call).
@@ -79,16 +80,25 @@ def _per_work(inside: int, others: float, g: int, chain: float, cores: float) ->
 
 
 def sweep_work(
-    seconds: float, group: int, cores: float, tail: float = 0.0, chain: float = 0.0
+    seconds: float,
+    group: int,
+    cores: float,
+    tail: float = 0.0,
+    chain: float = 0.0,
+    swept: int | None = None,
 ) -> float:
-    """Reference seconds of work of a collective that took ``seconds`` in the sweep:
-    its ``group`` members alone on the host, leaving one by one over the last
-    ``tail`` of its work and each blocking once out (the sweep's next call follows a
-    barrier), so those still in the call share the cores with fewer and fewer."""
+    """Reference seconds of work of a collective of ``group`` members that took
+    ``seconds`` in the sweep: its ``swept`` members (default ``group``) alone on the
+    host, leaving one by one over the last ``tail`` of its work and each blocking
+    once out (the sweep's next call follows a barrier), so those still in the call
+    share the cores with fewer and fewer. ``swept`` > ``group``: seconds priced from
+    constants measured with more processes in the call (a subgroup's collective
+    priced from a whole-world sweep), whose contention they already hold."""
     g = max(1, int(group))
-    per_work = (1.0 - tail) * _per_work(g, 0.0, g, chain, cores)
-    for j in range(g):  # the j-th stretch of the tail: g - j members still inside
-        per_work += tail / g * _per_work(g - j, 0.0, g, chain, cores)
+    m = max(1, int(swept or g))
+    per_work = (1.0 - tail) * _per_work(m, 0.0, g, chain, cores)
+    for j in range(m):  # the j-th stretch of the tail: m - j members still inside
+        per_work += tail / m * _per_work(m - j, 0.0, g, chain, cores)
     return seconds / per_work if per_work > 0 else 0.0
 
 
@@ -139,7 +149,7 @@ def simulate(
             ck = (op.key, op.group)
             c = colls.get(ck)
             if c is None:
-                work = sweep_work(op.seconds, len(op.group), cores, op.tail, op.chain)
+                work = sweep_work(op.seconds, len(op.group), cores, op.tail, op.chain, op.ref)
                 c = colls[ck] = _Coll(op.group, work, op.chain)
             if r not in c.members or r in c.arrived:
                 raise SimulationError(f"host sharing: rank {r} is not a member of {op.key!r} once")

@@ -631,7 +631,8 @@ def _shared_host(rank_ops, compute, gloo, cores: int, world: int, per_op=None):
                 _, beta, _ = gloo.constants(op["kind"], g)
                 chain = min(1.0, max(0.0, 1.0 - beta * cost_terms(op["kind"], g, n)[1] / t))
             tail = gloo.exit_spread(op["kind"], g)
-            tasks.append(Task("collective", t, ph, f"{ph}#{k}", g, mine, tail, chain))
+            swept = gloo.priced_as(g)  # the sweep arrangement t stands for
+            tasks.append(Task("collective", t, ph, f"{ph}#{k}", swept, mine, tail, chain))
         programs[r] = tasks
     spans, end = simulate(programs, cores)
     return {r: [(ph, key, b - a) for ph, key, a, b in sp] for r, sp in spans.items()}, end
