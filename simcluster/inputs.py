@@ -446,7 +446,8 @@ FILE_KINDS: dict[str, frozenset[str]] = {
     "reference-case": frozenset({"cases", "paper"}),
     "live-run": frozenset({"ranks", "gloo", "machine"}),
     "Kineto trace": frozenset({"traceEvents"}),
-    "execution trace": frozenset({"nodes"}),
+    # both: "nodes" alone is a word a topology or a scenario may use
+    "execution trace": frozenset({"nodes", "schema"}),
 }
 
 

@@ -120,9 +120,21 @@ class Workload(StrictModel):
 
 
 class ScheduleSpec(StrictModel):
+    """One schedule of the scenario: a mapping, or its bare name (``- ddp``) for the
+    schedule with its default options."""
+
     name: str
     label: str | None = Field(None, description="name shown in tables; defaults to name")
     options: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _bare_name(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return {"name": value}
+        if not isinstance(value, dict):
+            raise ValueError("a schedule is its name or a mapping (name, label, options)")
+        return value
 
     @property
     def display(self) -> str:

@@ -783,3 +783,13 @@ def test_a_fits_edge_or_cache_of_the_wrong_kind_is_named(
     line = _error(capsys)
     assert f"{f}: {shown}" in line, line
     assert not (tmp_path / "d.json").exists()
+
+
+def test_topology_with_a_nodes_key_is_not_called_an_execution_trace(tmp_path, capsys):
+    # "nodes" alone marked an execution trace; a topology may well use the word
+    topo = tmp_path / "mine.yaml"
+    topo.write_text("name: mine\nnodes: 2\ngpus_per_node: 4\n")
+    assert main(["topo", str(topo)]) == 2
+    line = capsys.readouterr().err
+    assert "execution trace" not in line
+    assert "nodes: unknown key" in line and "did you mean 'node'" in line

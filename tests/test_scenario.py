@@ -205,3 +205,16 @@ def test_any_unknown_top_level_key_is_rejected(extra):
     d[extra] = 1
     err = error_for(d)
     assert err.path == extra and "unknown key" in str(err)
+
+
+def test_a_schedule_may_be_its_bare_name():
+    d = base()
+    d["schedules"] = ["ddp", {"name": "topk", "options": {"density": 0.01}}]
+    sc = parse_scenario(d, "s.yaml")
+    assert [s.name for s in sc.schedules] == ["ddp", "topk"]
+    assert sc.schedules[0].options == {}
+    d["schedules"] = [3]
+    err = error_for(d)
+    assert err.path == "schedules[0]" and "its name or a mapping" in str(err)
+    d["schedules"] = ["ddpp"]
+    assert "did you mean 'ddp'" in str(error_for(d))
