@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -41,6 +42,10 @@ def _near_options(parser: argparse.ArgumentParser, message: str) -> str:
     """ "; did you mean '--no-plots'?" for a misspelt flag among the unrecognized arguments."""
     from simcluster.errors import did_you_mean
 
+    choice = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)", message)
+    if choice:  # a misspelt value of a flag with fixed choices (--op allreduce)
+        hits = did_you_mean(choice.group(1), re.findall(r"'([^']*)'", choice.group(2)), n=2)
+        return "; did you mean " + " or ".join(repr(h) for h in hits) + "?" if hits else ""
     if not message.startswith("unrecognized arguments:"):
         return ""
     flags = sorted(

@@ -536,3 +536,13 @@ def test_a_refused_command_leaves_no_empty_results_folder(tmp_path, capsys, argv
     assert not (tmp_path / "new").exists()
     assert main(["run", str(sc), "--out", str(out), "--no-plots"]) == 0  # kept on success
     assert (out / "results.json").is_file()
+
+
+def test_a_misspelt_choice_gets_did_you_mean(capsys):
+    with pytest.raises(SystemExit) as info:  # argparse's own exit
+        main(["nccl-tests", "--topology", "puhti", "--op", "allreduce"])
+    assert info.value.code == 2
+    line = capsys.readouterr().err
+    assert "invalid choice: 'allreduce'" in line and "did you mean 'all_reduce'" in line
+    assert main(["validate", "--set", "al"]) == 2
+    assert "did you mean 'all'?" in capsys.readouterr().err

@@ -65,7 +65,9 @@ def run(args: argparse.Namespace) -> int:
     if args.which is None:
         args.which = "paper"
     if args.which not in ("paper", "live", "all"):
-        raise ConfigError(None, "--set", args.which, "unknown case set", ["paper", "live", "all"])
+        sets = ["paper", "live", "all"]
+        raise ConfigError(None, "--set", args.which, "unknown case set", sets,
+                          suggestions=did_you_mean(str(args.which), sets))  # fmt: skip
     if args.jobs < 1:
         raise ConfigError(None, "--jobs", args.jobs, "out of range", "a value >= 1")
     if args.references == "" or (args.out is not None and not args.out.strip()):
