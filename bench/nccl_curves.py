@@ -1,11 +1,13 @@
 """Benchmark (not a test): whole published nccl-tests curves against `simcluster nccl-tests`.
 
-Usage: python bench/nccl_curves.py [--curve NAME] [--rows]
+Usage: python bench/nccl_curves.py [--curve NAME] [--rows] [--network-profile NAME]
 
 ``scenarios/references/nccl-tests.yaml`` scores single rows; this script compares
 every row of complete public size sweeps (out-of-place time, us) with the
 simulator's table on the topology, network profile and device profile the
-reference cases use for the same machine. Per curve it prints (with ``--rows``)
+reference cases use for the same machine (``--network-profile`` puts one network
+profile on every curve, e.g. ``nccl-spec`` for the DGX-1 log as before NCCL 2.4's
+selection was modelled). Per curve it prints (with ``--rows``)
 measured vs predicted time and the signed error ``(predicted - measured) /
 measured`` per row, then the median |error| and the worst signed error per curve
 and per size band: small (<= 64 KiB), mid (64 KiB - 16 MiB, both ends exclusive)
@@ -15,8 +17,8 @@ The curves (the rows are typed in from the logs; see each ``source``):
 
 * ``dgx1-v100-g8``: 8 x V100-SXM2-16GB, DGX-1 hybrid cube-mesh, one process,
   ``all_reduce_perf -b 8 -e 128M -f 2 -g 8`` (2019, NCCL 2.4 era: LL and Simple
-  only, no LL128; version not printed). github.com/konnase/konnase.github.io,
-  source/_posts/deep_learning/NCCL.md.
+  only, no LL128; version not printed), on ``nccl-2.4-spec`` as its cases.
+  github.com/konnase/konnase.github.io, source/_posts/deep_learning/NCCL.md.
 * ``a100-nvswitch-g8``: 8 x A100-SXM4-40GB of one node (DGX A100 PCI bus ids
   07/0f/47/4e/87/90/b7/bd), one process, ``-b 1M -e 1G -f 2`` with nGpus 8 (the
   header line; NCCL version not printed). A recorded log used as a test fixture in
@@ -64,7 +66,7 @@ CURVES = (
     Curve(
         "dgx1-v100-g8",
         "github.com/konnase/konnase.github.io source/_posts/deep_learning/NCCL.md (2019-09-26)",
-        "all_reduce", "dgx1-v100", 1, None, 8, "v100-sxm2-32gb", "nccl-spec",
+        "all_reduce", "dgx1-v100", 1, None, 8, "v100-sxm2-32gb", "nccl-2.4-spec",
         (
             (8, 48.46), (16, 48.61), (32, 48.48), (64, 48.92), (128, 48.13), (256, 48.47),
             (512, 48.56), (1024, 48.88), (2048, 49.40), (4096, 49.13), (8192, 49.14),
@@ -93,12 +95,13 @@ BANDS = (
 )
 
 
-def predict(c: Curve) -> list[dict]:
-    """The simulator's rows for the curve's sizes (as `simcluster nccl-tests`)."""
+def predict(c: Curve, network_profile: str | None = None) -> list[dict]:
+    """The simulator's rows for the curve's sizes (as `simcluster nccl-tests`), on
+    ``network_profile`` instead of the curve's own when given."""
     cluster = load_topology(c.topology, num_nodes=c.nodes)
     if c.gpus_per_node is not None and cluster.ranks_per_node != c.gpus_per_node:
         raise SystemExit(f"{c.name}: topology has {cluster.ranks_per_node} GPUs per node")
-    netp = load_network_profile(c.network_profile)
+    netp = load_network_profile(network_profile or c.network_profile)
     ctx = CommContext.from_profile(cluster, with_transport(netp, cluster))
     launch = load_profile(c.device_profile).launch_overhead if c.gpus_per_thread > 1 else 0.0
     sizes = [s for s, _ in c.rows]
@@ -119,14 +122,16 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--curve", choices=[c.name for c in CURVES], help="one curve only")
     ap.add_argument("--rows", action="store_true", help="print every row")
+    ap.add_argument("--network-profile", help="one network profile for every curve")
     args = ap.parse_args(argv)
     every: list[tuple[int, float]] = []
     for c in CURVES:
         if args.curve and c.name != args.curve:
             continue
-        pred = predict(c)
+        pred = predict(c, args.network_profile)
         errs = []
-        print(f"## {c.name}: {c.op}, {c.topology} x {c.nodes}, -g {c.gpus_per_thread}")
+        netp = args.network_profile or c.network_profile
+        print(f"## {c.name}: {c.op}, {c.topology} x {c.nodes}, -g {c.gpus_per_thread}, {netp}")
         print(f"#  {c.source}")
         if args.rows:
             print(f"#{'size':>11}  {'measured':>9}  {'predicted':>9}  {'error':>8}  algorithm")
