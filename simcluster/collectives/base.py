@@ -24,6 +24,7 @@ from simcluster.collectives.protocols import (
     family_of,
     parse_nvls,
     parse_protocols,
+    parse_selection,
     parse_tree_channel_max,
 )
 from simcluster.collectives.route_memo import RouteMemo
@@ -55,8 +56,14 @@ class CommContext:
         protocols: dict[str, Protocol] | None = None,
         nvls: Nvls | None = None,
         tree_channel_max: tuple[float, float, float] | None = None,
+        selection: str = "tuner",
     ) -> None:
         self.cluster = cluster
+        #: how ``auto`` picks (protocols.parse_selection): ``tuner`` or ``nccl-2.4``
+        self.selection = selection
+        #: one process created every rank's communicator (ncclCommInitAll, nccl-tests
+        #: without MPI); NCCL 2.4's thread threshold depends on it (nccl24.py)
+        self.one_process = False
         #: NCCL's tuner cap on the tree's bus bandwidth per channel, bytes/s, for
         #: 1, 2 and more nodes (protocols.parse_tree_channel_max), or None
         self.tree_channel_max = tree_channel_max
@@ -96,7 +103,10 @@ class CommContext:
         protocols = parse_protocols(netp.protocols, netp.file) if netp.protocols else None
         nvls = parse_nvls(netp.protocols, netp.file) if netp.protocols else None
         cap = parse_tree_channel_max(netp.protocols, netp.file) if netp.protocols else None
-        return cls(cluster, netp.per_message_overhead_s, netp.link_efficiency, protocols, nvls, cap)
+        sel = parse_selection(netp.protocols, netp.file)
+        return cls(
+            cluster, netp.per_message_overhead_s, netp.link_efficiency, protocols, nvls, cap, sel
+        )
 
     @contextmanager
     def lowering(self, algorithm: str | None):

@@ -21,6 +21,10 @@ in-switch reduction reaches) and ``latency_s`` (its fixed latency)::
 
     "NVLS": {"efficiency": 0.85, "latency_s": 2.5e-5}
 
+An optional ``selection`` says how ``auto`` chooses: ``tuner`` (the default, the
+least estimated time as NCCL 2.5+'s tuning model) or ``nccl-2.4`` (NCCL 2.4's byte
+thresholds, :mod:`simcluster.collectives.nccl24`; LL and Simple only).
+
 Each value is given per algorithm family: ``tree`` (double binary tree) and
 ``ring`` (everything else: rings, chains, point-to-point). Times in seconds.
 
@@ -49,6 +53,8 @@ __all__ = [
     "Nvls",
     "parse_nvls",
     "parse_tree_channel_max",
+    "parse_selection",
+    "SELECTIONS",
 ]
 
 #: Protocol names in NCCL's order (tie-break order of ``auto``).
@@ -61,6 +67,12 @@ HOP_CLASSES = ("nvlink", "pcie", "net")
 #: Key of NCCL's per-channel tree bandwidth in ``network.protocols`` (see
 #: :func:`parse_tree_channel_max`).
 TREE_CAP_KEY = "tree_channel_max_GBps"
+
+#: Key of how ``auto`` chooses in ``network.protocols`` (see :func:`parse_selection`).
+SELECTION_KEY = "selection"
+#: ``tuner``: the least estimated time (NCCL 2.5 and later); ``nccl-2.4``: NCCL 2.4's
+#: byte thresholds (:mod:`simcluster.collectives.nccl24`)
+SELECTIONS = ("tuner", "nccl-2.4")
 
 #: Algorithms scheduled like NCCL's tree; every other one like its ring.
 _TREE_ALGORITHMS = frozenset({"tree"})
@@ -115,7 +127,13 @@ def parse_protocols(data: Any, file: str | None = None) -> dict[str, Protocol]:
     Protocols absent from the section are not offered to ``auto``.
     """
     base = "network.protocols"
-    _keys(file, base, data, ("source", *PROTOCOL_NAMES, "NVLS", TREE_CAP_KEY), required=False)
+    _keys(
+        file,
+        base,
+        data,
+        ("source", *PROTOCOL_NAMES, "NVLS", TREE_CAP_KEY, SELECTION_KEY),
+        required=False,
+    )
     out: dict[str, Protocol] = {}
     for name in PROTOCOL_NAMES:
         if name not in data:
@@ -190,3 +208,29 @@ def parse_tree_channel_max(data: Any, file: str | None = None) -> tuple[float, f
         raise ConfigError(file, p, v, "must be a list of 3 numbers", "[one node, two, more] GB/s")
     one, two, more = (_number(file, f"{p}[{i}]", x, 1e-3, 1e4) for i, x in enumerate(v))
     return one * 1e9, two * 1e9, more * 1e9
+
+
+def parse_selection(data: Any, file: str | None = None) -> str:
+    """``network.protocols.selection``: how ``auto`` picks algorithm and protocol.
+
+    ``tuner`` (the default): the least estimated time, as NCCL's tuning model
+    (NCCL 2.5 and later). ``nccl-2.4``: NCCL 2.4's byte thresholds
+    (:mod:`simcluster.collectives.nccl24`); NCCL 2.4 had only LL and Simple, so
+    such a profile may not name ``LL128`` or ``NVLS``.
+    """
+    if not isinstance(data, dict) or SELECTION_KEY not in data:
+        return "tuner"
+    p = f"network.protocols.{SELECTION_KEY}"
+    v = data[SELECTION_KEY]
+    if v not in SELECTIONS:
+        raise ConfigError(
+            file, p, v, "unknown selection", SELECTIONS, did_you_mean(str(v), SELECTIONS)
+        )
+    if v == "nccl-2.4":
+        for name in ("LL128", "NVLS"):
+            if name in data:
+                raise ConfigError(
+                    file, f"network.protocols.{name}", name,
+                    "NCCL 2.4 (selection nccl-2.4) had no such protocol", "LL, Simple",
+                )  # fmt: skip
+    return str(v)

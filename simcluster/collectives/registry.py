@@ -25,6 +25,7 @@ from simcluster.collectives import (
     halving_doubling,
     hierarchical,
     leader,
+    nccl24,
     nvls,
     p2p,
     ring,
@@ -245,6 +246,11 @@ def lower(ctx: CommContext, call: CollectiveCall) -> tuple[str, list[FlowBatch]]
     table = ALGORITHMS[call.op]
     if call.algorithm != "auto":
         table.lookup(call.algorithm)  # unknown name: UnknownNameError
+    if ctx.selection == nccl24.SELECTION and nccl24.supports(call.op) and ctx.protocols:
+        name, proto = _nccl24_choice(ctx, call)
+        _protocols(ctx, call, name)  # a protocol the profile lacks: UnknownNameError
+        return _label(name, proto), _lower_with(ctx, call, name, proto)
+    if call.algorithm != "auto":
         names: tuple[str, ...] = (call.algorithm,)
     else:
         names = AUTO_CANDIDATES.get(call.op, (next(iter(table)),))
@@ -270,6 +276,24 @@ def lower(ctx: CommContext, call: CollectiveCall) -> tuple[str, list[FlowBatch]]
         t_min = min(t_min, t)
     win = min(i for i, t in found.items() if t <= t_min * (1 + _TIE))
     return _label(*cands[win]), _lower_with(ctx, call, *cands[win])
+
+
+def _nccl24_choice(ctx: CommContext, call: CollectiveCall) -> tuple[str, str]:
+    """(algorithm, protocol) as NCCL 2.4 chooses (:mod:`nccl24`), from the first group
+    of 2+ ranks (the groups of one call are alike); its channels are the ring's."""
+    group = next((tuple(g) for g in call.groups if len(g) > 1), tuple(call.groups[0]))
+    nodes = len(ctx.split_by_node(group))
+    channels = len(ring.ring_orders(ctx, group)) if len(group) > 1 else 1
+    R = ctx.cluster.ranks_per_node
+    has_template = getattr(ctx.cluster, "template", None) is not None
+    nvlink = has_template and R > 1 and bool(ctx._local_nvlink_only[~np.eye(R, dtype=bool)].any())
+    name, proto = nccl24.choose(
+        call.op, call.nbytes, len(group), nodes, channels, nvlink, ctx.one_process,
+        call.algorithm, call.protocol,
+    )  # fmt: skip
+    if name is None:
+        name = next(iter(ALGORITHMS[call.op]))
+    return name, proto
 
 
 def _envelope(ctx: CommContext, batch: FlowBatch) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

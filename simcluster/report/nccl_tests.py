@@ -157,11 +157,15 @@ def run_nccl_tests(
     device profile's kernel launch overhead). Iterations run back to back, so
     host launches and GPU work overlap and a row takes the longer of the two:
     ``max(collective, gpus_per_thread * launch_s)``; it shows only where the
-    collective is shorter (small sizes).
+    collective is shorter (small sizes). When ``gpus_per_thread`` covers every rank
+    the run is one process (``ctx.one_process``), as nccl-tests with ``-t 1``.
     """
     host_s = max(int(gpus_per_thread), 1) * float(launch_s)
     t = NCCL_TEST_OPS[op]
     n = ctx.cluster.num_ranks
+    # one thread driving every GPU is one process: nccl-tests then creates the
+    # communicators with ncclCommInitAll (read by a profile of selection nccl-2.4)
+    ctx.one_process = int(gpus_per_thread) >= n
     ranks = tuple(range(n))
     rows = []
     for size in sizes:
