@@ -121,3 +121,16 @@ def test_sizes_beyond_device_memory_are_refused(capsys):
     assert (
         main([*args, "-e", "64G", "--op", "all_gather", "--profile", "a100-80gb-sxm-derived"]) == 0
     )
+
+
+@pytest.mark.parametrize("op", ["broadcast", "reduce"])
+def test_broadcast_and_reduce_use_every_channel_across_nodes(capsys, op):
+    # NCCL splits a broadcast / reduce over its channel rings (one per NIC rail between
+    # DGX A100 nodes), so the large-size bus bandwidth is the eight rails' as for an
+    # allgather, not one NIC's 25 GB/s (a single chain through one NIC).
+    row = _json(capsys, "--topology", "dgx-a100", "--nodes", "2", "--op", op,
+                "-b", "128M", "-e", "128M")["rows"][0]  # fmt: skip
+    ag = _json(capsys, "--topology", "dgx-a100", "--nodes", "2", "--op", "all_gather",
+               "-b", "128M", "-e", "128M")["rows"][0]  # fmt: skip
+    assert row["busbw_GBps"] > 4 * 25.0
+    assert row["busbw_GBps"] == pytest.approx(ag["busbw_GBps"], rel=0.25)

@@ -6,6 +6,16 @@ carries the whole buffer; the last rank gets the first chunk after P-1
 message latencies. Folded into one phase: each hop is a flow of n bytes whose
 start-up latency is the chain's depth, so time = (P-1)*alpha + n/B on a
 uniform chain.
+
+NCCL runs broadcast and reduce on its rings, split over all its channels as an
+allreduce is (NVIDIA/nccl ``src/device/broadcast.h``, ``runRing``:
+``ncclCollCbdPart`` gives each channel its own part of the buffer, which moves along
+that channel's ring from the root and stops at the rank before it; the tuner's bus
+bandwidth is ``nChannels`` times a channel's, ``src/graph/tuning.cc``). So the chains are the
+channel rings of :func:`~simcluster.collectives.ring.ring_orders` (a node's NVLink
+rings, one ring per NIC rail across nodes), each cut open at the root and carrying
+n / channels bytes; a hop between nodes takes NCCL's PXN route under protocols, as
+the rings' hops do.
 """
 
 from __future__ import annotations
@@ -13,9 +23,17 @@ from __future__ import annotations
 import numpy as np
 
 from simcluster.collectives.base import CollectiveCall, CommContext, Phase
-from simcluster.network.flow import FlowBatch
+from simcluster.collectives.ring import ring_orders
+from simcluster.network.flow import FlowBatch, FlowSpec
 
-__all__ = ["chain_phase", "broadcast", "reduce", "broadcast_batch", "reduce_batch"]
+__all__ = [
+    "chain_phase",
+    "root_chains",
+    "broadcast",
+    "reduce",
+    "broadcast_batch",
+    "reduce_batch",
+]
 
 
 def chain_phase(ctx: CommContext, chain: list[int], nbytes: float, reverse: bool) -> Phase:
@@ -26,20 +44,41 @@ def chain_phase(ctx: CommContext, chain: list[int], nbytes: float, reverse: bool
     if reverse:
         hops = [(b, a) for a, b in reversed(hops)]
     depth = sum(ctx.alpha(a, b) for a, b in hops)
+    if ctx.active is not None:  # under protocols a hop between nodes stays on its rail
+        R = ctx.cluster.ranks_per_node
+        return [
+            FlowSpec(ctx.pxn_route(a, b), float(nbytes), depth, a, b)
+            if a // R != b // R
+            else ctx.flow_with_latency(a, b, nbytes, depth)
+            for a, b in hops
+        ]
     return [ctx.flow_with_latency(a, b, nbytes, depth) for a, b in hops]
 
 
-def _chain_from_root(group: tuple[int, ...], root: int) -> list[int]:
-    return list(group[root:]) + list(group[:root])
+def root_chains(ctx: CommContext, group: tuple[int, ...], root: int) -> list[list[int]]:
+    """One chain per channel: each channel ring of the group cut open at the root
+    (``group[root]``), in ring order."""
+    r = group[root]
+    out = []
+    for order in ring_orders(ctx, group):
+        k = order.index(r)
+        out.append(list(order[k:]) + list(order[:k]))
+    return out
+
+
+def _channels(ctx: CommContext, call: CollectiveCall, group: tuple[int, ...], reverse: bool):
+    chains = root_chains(ctx, group, call.root)
+    share = call.nbytes / len(chains)
+    return [f for c in chains for f in chain_phase(ctx, c, share, reverse)]
 
 
 def broadcast(ctx: CommContext, call: CollectiveCall, group: tuple[int, ...]) -> list[Phase]:
-    phase = chain_phase(ctx, _chain_from_root(group, call.root), call.nbytes, reverse=False)
+    phase = _channels(ctx, call, group, reverse=False)
     return [phase] if phase else []
 
 
 def reduce(ctx: CommContext, call: CollectiveCall, group: tuple[int, ...]) -> list[Phase]:
-    phase = chain_phase(ctx, _chain_from_root(group, call.root), call.nbytes, reverse=True)
+    phase = _channels(ctx, call, group, reverse=True)
     return [phase] if phase else []
 
 
@@ -47,30 +86,35 @@ def _batch(ctx: CommContext, call: CollectiveCall, reverse: bool) -> list[FlowBa
     """:func:`broadcast` (or :func:`reduce` if ``reverse``) of every group at once,
     as one flow batch: the same flows, in the same order, with the same depth
     (the hops' latencies added one after the other, as ``sum`` does)."""
-    srcs, dsts, lats = [], [], []
+    srcs, dsts, lats, sizes = [], [], [], []
     for g in call.groups:
-        chain = np.asarray(_chain_from_root(tuple(g), call.root), dtype=np.int64)
-        if chain.size < 2:
+        if len(g) < 2:
             continue
-        a, b = chain[:-1], chain[1:]
-        if reverse:
-            a, b = b[::-1], a[::-1]
-        if ctx.active is not None:
-            hops = np.stack([ctx.active[c] for c in ("nvlink", "pcie", "net")])
-            alpha = hops[ctx.hop_classes(a, b)]
-        else:
-            f, link = ctx.cluster.routes(a, b)
-            alpha = ctx.path_latencies(f, link, a.size) + ctx.per_message_overhead
-        depth = np.add.accumulate(alpha, axis=0)[-1]
-        srcs.append(a)
-        dsts.append(b)
-        lats.append(np.broadcast_to(depth, (a.size, *np.shape(depth))))
+        chains = root_chains(ctx, tuple(g), call.root)
+        for c in chains:
+            chain = np.asarray(c, dtype=np.int64)
+            a, b = chain[:-1], chain[1:]
+            if reverse:
+                a, b = b[::-1], a[::-1]
+            if ctx.active is not None:
+                hops = np.stack([ctx.active[c] for c in ("nvlink", "pcie", "net")])
+                alpha = hops[ctx.hop_classes(a, b)]
+            else:
+                f, link = ctx.cluster.routes(a, b)
+                alpha = ctx.path_latencies(f, link, a.size) + ctx.per_message_overhead
+            depth = np.add.accumulate(alpha, axis=0)[-1]
+            srcs.append(a)
+            dsts.append(b)
+            lats.append(np.broadcast_to(depth, (a.size, *np.shape(depth))))
+            sizes.append(np.full(a.size, float(call.nbytes) / len(chains)))
     if not srcs:
         return []
     src, dst = np.concatenate(srcs), np.concatenate(dsts)
-    entry_flow, entry_link = ctx.cluster.routes(src, dst)
-    nbytes = np.full(src.size, float(call.nbytes))
-    return [FlowBatch(entry_flow, entry_link, nbytes, np.concatenate(lats))]
+    if ctx.active is not None:  # as chain_phase: hops between nodes on their rail (PXN)
+        entry_flow, entry_link = ctx.pxn_routes(src, dst)
+    else:
+        entry_flow, entry_link = ctx.cluster.routes(src, dst)
+    return [FlowBatch(entry_flow, entry_link, np.concatenate(sizes), np.concatenate(lats))]
 
 
 def broadcast_batch(ctx: CommContext, call: CollectiveCall) -> list[FlowBatch]:
