@@ -175,3 +175,21 @@ def test_memoised_p2p_lowerings_are_kept_only_with_protocols(profile):
     assert (first is again) == keeps
     assert any(key[0] == "p2p" for key in ctx.shapes) == keeps
     assert engine.lowered(ring) is engine.lowered(ring)
+
+
+def test_leader_reduce_and_broadcast_use_every_node_ring():
+    # The leaders' intra-node reduce and broadcast run on the node communicator as NCCL
+    # runs them: over each of the node's channel rings (Puhti's fully connected 4-GPU
+    # board has 6), each cut open at the leader and carrying 1 / 6 of the bytes.
+    from simcluster.collectives import chain, leader
+
+    sim = Simulation.for_topology("puhti", 8, "nccl-spec")
+    ctx = sim.engine.ctx
+    chains = chain.root_chains(ctx, (0, 1, 2, 3), 0)
+    assert len(chains) == 6 and all(c[0] == 0 and sorted(c) == [0, 1, 2, 3] for c in chains)
+    reduce, inter, bcast = leader.allreduce(
+        ctx, CollectiveCall("allreduce", (), 6e6), tuple(range(8))
+    )
+    for phase in (reduce, bcast):
+        assert len(phase) == 2 * 6 * 3  # two nodes, six chains of three hops
+        assert {f.nbytes for f in phase} == {1e6}
