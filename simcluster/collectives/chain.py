@@ -23,7 +23,7 @@ from __future__ import annotations
 import numpy as np
 
 from simcluster.collectives.base import CollectiveCall, CommContext, Phase
-from simcluster.collectives.ring import ring_orders
+from simcluster.collectives.ring import _whole_node, ring_orders
 from simcluster.network.flow import FlowBatch, FlowSpec
 
 __all__ = [
@@ -87,26 +87,31 @@ def _batch(ctx: CommContext, call: CollectiveCall, reverse: bool) -> list[FlowBa
     as one flow batch: the same flows, in the same order, with the same depth
     (the hops' latencies added one after the other, as ``sum`` does)."""
     srcs, dsts, lats, sizes = [], [], [], []
+    # a whole node's hops depend only on local ranks and on the root's local index:
+    # built once per local root, then offset by each node's first rank
+    whole: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]] = {}
     for g in call.groups:
+        g = tuple(g)
         if len(g) < 2:
             continue
-        chains = root_chains(ctx, tuple(g), call.root)
-        for c in chains:
-            chain = np.asarray(c, dtype=np.int64)
-            a, b = chain[:-1], chain[1:]
-            if reverse:
-                a, b = b[::-1], a[::-1]
-            if ctx.active is not None:
-                hops = np.stack([ctx.active[c] for c in ("nvlink", "pcie", "net")])
-                alpha = hops[ctx.hop_classes(a, b)]
-            else:
-                f, link = ctx.cluster.routes(a, b)
-                alpha = ctx.path_latencies(f, link, a.size) + ctx.per_message_overhead
-            depth = np.add.accumulate(alpha, axis=0)[-1]
-            srcs.append(a)
-            dsts.append(b)
-            lats.append(np.broadcast_to(depth, (a.size, *np.shape(depth))))
-            sizes.append(np.full(a.size, float(call.nbytes) / len(chains)))
+        base = _whole_node(ctx, g)
+        local = None if base is None else g[call.root] - base
+        hit = whole.get(local) if local is not None else None
+        if hit is not None:
+            a0, b0, lat0, size0, base0 = hit
+            srcs.append(a0 + (base - base0))
+            dsts.append(b0 + (base - base0))
+            lats.append(lat0)
+            sizes.append(size0)
+            continue
+        ga, gb, glat, gsize = _group_hops(ctx, root_chains(ctx, g, call.root), call.nbytes,
+                                          reverse)  # fmt: skip
+        if local is not None:
+            whole[local] = (ga, gb, glat, gsize, base)
+        srcs.append(ga)
+        dsts.append(gb)
+        lats.append(glat)
+        sizes.append(gsize)
     if not srcs:
         return []
     src, dst = np.concatenate(srcs), np.concatenate(dsts)
@@ -115,6 +120,29 @@ def _batch(ctx: CommContext, call: CollectiveCall, reverse: bool) -> list[FlowBa
     else:
         entry_flow, entry_link = ctx.cluster.routes(src, dst)
     return [FlowBatch(entry_flow, entry_link, np.concatenate(sizes), np.concatenate(lats))]
+
+
+def _group_hops(ctx: CommContext, chains: list[list[int]], nbytes: float, reverse: bool):
+    """One group's chains as arrays: hop sources, destinations, start-up latencies (the
+    chain's depth on every hop; one column per protocol under protocols) and bytes."""
+    srcs, dsts, lats, sizes = [], [], [], []
+    for c in chains:
+        chain = np.asarray(c, dtype=np.int64)
+        a, b = chain[:-1], chain[1:]
+        if reverse:
+            a, b = b[::-1], a[::-1]
+        if ctx.active is not None:
+            hops = np.stack([ctx.active[k] for k in ("nvlink", "pcie", "net")])
+            alpha = hops[ctx.hop_classes(a, b)]
+        else:
+            f, link = ctx.cluster.routes(a, b)
+            alpha = ctx.path_latencies(f, link, a.size) + ctx.per_message_overhead
+        depth = np.add.accumulate(alpha, axis=0)[-1]
+        srcs.append(a)
+        dsts.append(b)
+        lats.append(np.broadcast_to(depth, (a.size, *np.shape(depth))))
+        sizes.append(np.full(a.size, float(nbytes) / len(chains)))
+    return np.concatenate(srcs), np.concatenate(dsts), np.concatenate(lats), np.concatenate(sizes)
 
 
 def broadcast_batch(ctx: CommContext, call: CollectiveCall) -> list[FlowBatch]:
