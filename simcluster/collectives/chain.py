@@ -29,6 +29,7 @@ from simcluster.network.flow import FlowBatch, FlowSpec
 __all__ = [
     "chain_phase",
     "root_chains",
+    "channel_chains",
     "broadcast",
     "reduce",
     "broadcast_batch",
@@ -66,19 +67,26 @@ def root_chains(ctx: CommContext, group: tuple[int, ...], root: int) -> list[lis
     return out
 
 
-def _channels(ctx: CommContext, call: CollectiveCall, group: tuple[int, ...], reverse: bool):
-    chains = root_chains(ctx, group, call.root)
-    share = call.nbytes / len(chains)
+def channel_chains(
+    ctx: CommContext, group: tuple[int, ...], root: int, nbytes: float, reverse: bool
+) -> Phase:
+    """A broadcast from (or, ``reverse``, a reduce to) ``group[root]`` as NCCL runs it:
+    every channel ring of the group cut open at the root (:func:`root_chains`), each
+    carrying ``nbytes`` / channels."""
+    if len(group) < 2:
+        return []
+    chains = root_chains(ctx, group, root)
+    share = nbytes / len(chains)
     return [f for c in chains for f in chain_phase(ctx, c, share, reverse)]
 
 
 def broadcast(ctx: CommContext, call: CollectiveCall, group: tuple[int, ...]) -> list[Phase]:
-    phase = _channels(ctx, call, group, reverse=False)
+    phase = channel_chains(ctx, group, call.root, call.nbytes, reverse=False)
     return [phase] if phase else []
 
 
 def reduce(ctx: CommContext, call: CollectiveCall, group: tuple[int, ...]) -> list[Phase]:
-    phase = _channels(ctx, call, group, reverse=True)
+    phase = channel_chains(ctx, group, call.root, call.nbytes, reverse=True)
     return [phase] if phase else []
 
 
