@@ -52,3 +52,47 @@ def test_puhti_fitted_profile_names_its_case():
     assert prof.kind == "fitted"
     assert prof.provenance["fitted_from"] == ["prunex-comm-ddp-64"]
     assert 0 < prof.link_efficiency["infiniband"] < 0.9
+
+
+def _flat(x, path=""):
+    if isinstance(x, dict):
+        return {k2: v for k, v in x.items() for k2, v in _flat(v, f"{path}.{k}").items()}
+    return {path: x}
+
+
+def test_shipped_fitted_profiles_are_their_base_but_the_fitted_field():
+    """A fitted profile is its base plus one constant: a base that gained fields since
+    the fit (protocol caps, NVLS) must be refitted, not left behind in the copy."""
+    import json
+
+    from simcluster.paths import network_profiles_dir
+
+    folder = network_profiles_dir()
+    fitted = [json.loads(p.read_text()) for p in sorted(folder.glob("*.json"))]
+    fitted = [d for d in fitted if d.get("kind") == "fitted"]
+    assert fitted
+    for d in fitted:
+        fit = d["provenance"]["fit"]
+        base = json.loads((folder / f"{fit['base_profile']}.json").read_text())
+        field = "." + fit["parameter"].removeprefix("network.")
+        mine, theirs = _flat(d["network"]), _flat(base["network"])
+        differ = {k for k in mine.keys() | theirs.keys() if mine.get(k) != theirs.get(k)}
+        assert differ <= {field} | {k for k in differ if k.endswith(".source")}, (d["name"], differ)
+
+
+def test_fit_says_its_field_is_fitted(tmp_path, capsys):
+    import json
+
+    from simcluster.validation.fit import main as fit_main
+
+    out = tmp_path / "f.json"
+    code = fit_main(
+        [
+            "--case", "ssfusion-fig9-allreduce-resnet152-64", "--network-profile", "nccl-spec",
+            "--param", "network.link_efficiency.infiniband", "--lo", "0.005", "--hi", "0.9",
+            "--name", "t", "--out", str(out),
+        ]
+    )  # fmt: skip
+    assert code == 0
+    d = json.loads(out.read_text())
+    assert "is fitted to ssfusion-fig9-allreduce-resnet152-64" in d["provenance"]["assumptions"][-1]

@@ -194,6 +194,12 @@ def main(argv: list[str] | None = None) -> int:
     prov["description"] = a.description or prov.get("description", "")
     prov["fitted_from"] = [rec["case"]]
     prov["fit"] = rec
+    # the base's assumptions and sources describe its own value of the fitted field
+    prov["assumptions"] = [
+        *prov.get("assumptions", []),
+        f"{a.param} = {rec['value']:.4g} is fitted to {rec['case']} (provenance.fit); the "
+        "base profile's text above about that field describes the base's value, not this one",
+    ]
     prov["command"] = "python -m simcluster.validation.fit " + " ".join(
         argv if argv is not None else sys.argv[1:]
     )
