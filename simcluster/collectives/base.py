@@ -331,6 +331,16 @@ class CommContext:
         lat = latency if isinstance(latency, np.ndarray) else float(latency)
         return FlowSpec(self.cluster.route(src, dst), float(nbytes), lat, src, dst)
 
+    def rail_flow(self, src: int, dst: int, nbytes: float, latency) -> FlowSpec:
+        """:meth:`flow_with_latency`, but a step between nodes takes NCCL's PXN route
+        (:meth:`pxn_route`: it stays on the receiver's NIC rail), as the rings' and
+        chains' steps do under protocols."""
+        R = self.cluster.ranks_per_node
+        if src // R == dst // R:
+            return self.flow_with_latency(src, dst, nbytes, latency)
+        lat = latency if isinstance(latency, np.ndarray) else float(latency)
+        return FlowSpec(self.pxn_route(src, dst), float(nbytes), lat, src, dst)
+
     def split_by_node(self, group: tuple[int, ...]) -> list[list[int]]:
         """The group's ranks bucketed by host, hosts in order of first appearance."""
         R = self.cluster.ranks_per_node

@@ -24,7 +24,7 @@ import numpy as np
 
 from simcluster.collectives.base import CollectiveCall, CommContext, Phase
 from simcluster.collectives.ring import _whole_node, ring_orders
-from simcluster.network.flow import FlowBatch, FlowSpec
+from simcluster.network.flow import FlowBatch
 
 __all__ = [
     "chain_phase",
@@ -46,13 +46,7 @@ def chain_phase(ctx: CommContext, chain: list[int], nbytes: float, reverse: bool
         hops = [(b, a) for a, b in reversed(hops)]
     depth = sum(ctx.alpha(a, b) for a, b in hops)
     if ctx.active is not None:  # under protocols a hop between nodes stays on its rail
-        R = ctx.cluster.ranks_per_node
-        return [
-            FlowSpec(ctx.pxn_route(a, b), float(nbytes), depth, a, b)
-            if a // R != b // R
-            else ctx.flow_with_latency(a, b, nbytes, depth)
-            for a, b in hops
-        ]
+        return [ctx.rail_flow(a, b, nbytes, depth) for a, b in hops]
     return [ctx.flow_with_latency(a, b, nbytes, depth) for a, b in hops]
 
 
@@ -134,13 +128,15 @@ def _group_hops(ctx: CommContext, chains: list[list[int]], nbytes: float, revers
     """One group's chains as arrays: hop sources, destinations, start-up latencies (the
     chain's depth on every hop; one column per protocol under protocols) and bytes."""
     srcs, dsts, lats, sizes = [], [], [], []
+    hops = None
+    if ctx.active is not None:  # each protocol's step latency per hop class
+        hops = np.stack([ctx.active[k] for k in ("nvlink", "pcie", "net")])
     for c in chains:
         chain = np.asarray(c, dtype=np.int64)
         a, b = chain[:-1], chain[1:]
         if reverse:
             a, b = b[::-1], a[::-1]
-        if ctx.active is not None:
-            hops = np.stack([ctx.active[k] for k in ("nvlink", "pcie", "net")])
+        if hops is not None:
             alpha = hops[ctx.hop_classes(a, b)]
         else:
             f, link = ctx.cluster.routes(a, b)

@@ -18,7 +18,7 @@ import numpy as np
 
 from simcluster.collectives.base import CollectiveCall, CommContext, Phase
 from simcluster.collectives.channels import node_rings
-from simcluster.network.flow import FlowBatch, FlowSpec
+from simcluster.network.flow import FlowBatch
 
 __all__ = [
     "ring_orders",
@@ -205,14 +205,9 @@ def ring_phase(ctx: CommContext, group: tuple[int, ...], step_bytes: float, step
         if ctx.active is not None:
             # NCCL as modelled by the protocols: rings cross nodes on one rail (PXN)
             latency = protocol_ring_latency(ctx, order, steps)
-            R = ctx.cluster.ranks_per_node
             nbytes = share * steps
             for i, src in enumerate(order):
-                dst = order[(i + 1) % p]
-                if src // R != dst // R:
-                    flows.append(FlowSpec(ctx.pxn_route(src, dst), nbytes, latency, src, dst))
-                else:
-                    flows.append(ctx.flow_with_latency(src, dst, nbytes, latency))
+                flows.append(ctx.rail_flow(src, order[(i + 1) % p], nbytes, latency))
             continue
         for i, src in enumerate(order):
             dst = order[(i + 1) % p]
