@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-__all__ = ["nnls", "fit_cost_model", "fit_alpha_beta"]
+__all__ = ["nnls", "fit_cost_model", "fit_host_floor", "fit_alpha_beta"]
 
 
 def nnls(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -91,6 +91,90 @@ def fit_cost_model(
 
         rec["edge"] = fit_edge(rows, features)
     return rec
+
+
+def fit_host_floor(
+    rows: Sequence[Mapping[str, float]],
+    times: Sequence[float],
+    features: Sequence[str],
+    floor: float | Sequence[float] = 0.0,
+    edge: bool = False,
+    roofline: Mapping[str, float] | None = None,
+) -> dict:
+    """Fit ``t = max(host_s, g(row))`` where the samples show a host-bound floor: calls
+    of one layer pass timed back to back run at the pace of the slower of the host
+    issuing them (``host_s`` seconds each) and the GPU running them (``g``).
+
+    Three kinds of model are compared on the samples (seconds; weights as
+    :func:`fit_cost_model`'s, relative errors):
+
+    - the plain fit, ``g = sum coef[f] * row[f]`` over every sample, no floor;
+    - a floor ``h`` (searched over the samples' times) over the plain model fitted to
+      the samples slower than ``h`` only (the others measured the host);
+    - a floor ``h`` over the device's ``roofline`` (``max_f roofline[f] * row[f]``,
+      seconds per unit of each feature it names): the samples resolve no rate.
+
+    The floor models are searched for the least squared error; the roofline one replaces
+    the best linear one where its Bayesian information criterion (:func:`_bic`, one
+    parameter against the linear model's non-zero coefficients and its floor) is lower
+    or its error is. Returns the profile's fit record; a floor model adds ``host_s``
+    (the floor, seconds); the roofline model has every coefficient 0 and an ``edge`` of
+    0 for the roofline's features, so the roofline prices its work from the first FLOP
+    or byte (:mod:`simcluster.compute.extrapolation`).
+    """
+    t = np.asarray(times, dtype=np.float64)
+    if len(rows) != len(t):
+        raise ValueError("rows and times differ in length")
+    floors = np.broadcast_to(np.asarray(floor, dtype=np.float64), t.shape)
+    w = 1.0 / np.maximum(t, np.maximum(floors, 1e-12))
+    x = np.array([[1.0 if f == "const" else float(r[f]) for f in features] for r in rows])
+    n = len(t)
+    best: tuple[float, float, dict, np.ndarray] | None = None  # loss, floor, record, pred
+    for h in [0.0, *sorted(set(float(v) for v in t if v > 0))]:
+        above = np.flatnonzero(t > h)
+        if not len(above):
+            break
+        rec = fit_cost_model(
+            [rows[i] for i in above], t[above], features, floor=floors[above], edge=False
+        )
+        pred = np.maximum(h, x @ np.asarray(rec["coef"]))
+        loss = float(np.sum(((pred - t) * w) ** 2))
+        if best is None or loss < best[0] * (1 - 1e-9):
+            best = (loss, h, rec, pred)
+    if best is None:
+        raise ValueError("no sample with a positive time to fit")
+    loss, h, rec, pred = best
+    kind = "linear"
+    if roofline:
+        k = int(sum(1 for c in rec["coef"] if c)) + (h > 0)
+        roof = np.array([max(rate * float(r[f]) for f, rate in roofline.items()) for r in rows])
+        for cand in sorted(set(float(v) for v in t if v > 0)):
+            p2 = np.maximum(cand, roof)
+            loss2 = float(np.sum(((p2 - t) * w) ** 2))
+            simpler = kind == "linear" and _bic(loss2, 1, n) < _bic(loss, max(k, 1), n)
+            if loss2 < loss * (1 - 1e-9) or simpler:
+                loss, h, pred, kind = loss2, cand, p2, "roofline"
+    ok = t > 0
+    rel = np.abs(pred[ok] - t[ok]) / t[ok] if ok.any() else np.zeros(1)
+    if kind == "roofline":
+        rec = {"features": list(features), "coef": [0.0] * len(features), "gpu": "roofline"}
+    rec["n"] = int(n)
+    rec["rel_err_median"] = float(f"{np.median(rel):.4g}")
+    rec["rel_err_max"] = float(f"{np.max(rel):.4g}")
+    if h > 0:
+        rec["host_s"] = float(f"{h:.6g}")
+    if kind == "roofline":
+        rec["edge"] = {f: 0.0 for f in roofline}
+    elif edge:
+        from simcluster.compute.extrapolation import fit_edge
+
+        rec["edge"] = fit_edge(rows, features)
+    return rec
+
+
+def _bic(loss: float, k: int, n: int) -> float:
+    """Bayesian information criterion of a least-squares fit: ``n ln(loss / n) + k ln n``."""
+    return n * float(np.log(max(loss, 1e-300) / n)) + k * float(np.log(n))
 
 
 def _record(features: Sequence[str], coef: np.ndarray, x: np.ndarray, t: np.ndarray) -> dict:

@@ -42,6 +42,22 @@ measured on a CPU of this host's model.
 
     python -m calibrate.refit PROFILE --kernels-llc [--llc-bytes N] --out OUT.json
 
+``--host-floor`` re-fits every compute fit, on the features and samples it already has,
+as ``max(host_s, g)`` where the samples show a floor (:func:`calibrate.fit.fit_host_floor`):
+a layer pass's calls, timed back to back, run at the pace of the slower of the host
+issuing them and the GPU running them, so samples at the host's pace (under autocast
+every linear pass of the H200 profile up to 3 GFLOP took 35-100 us whatever its size)
+say nothing of the GPU's rate, and a slope fitted through them prices large passes at a
+fraction of the GPU's speed. ``g`` is the linear model fitted to the samples above the
+floor, or the device's roofline where one parameter (the floor) explains the samples
+better by the Bayesian information criterion; fits without a floor stay as they were.
+A training step then prices such a pass at ``max(dispatch, g)``
+(:meth:`simcluster.compute.measured.MeasuredProfile.layer_time`): the floor is the
+timing loop's (Python, one autograd call per pass), not the step's. Profiles measured
+with ``--layer-timing host-ahead`` time the GPU's work directly and need no floor.
+
+    python -m calibrate.refit PROFILE --host-floor --out OUT.json
+
 ``--edges`` only adds to every compute fit the range of its samples and the device's
 roofline past it (``edge``, ``beyond``: :mod:`simcluster.compute.extrapolation`), for a
 profile measured before calibration wrote them; coefficients unchanged. Every refit
@@ -55,19 +71,20 @@ from __future__ import annotations
 import argparse
 import copy
 import datetime as _dt
+import functools
 import json
 import math
 import sys
 from pathlib import Path
 from typing import Any
 
-from simcluster.compute.extrapolation import add_beyond, fit_edge
+from simcluster.compute.extrapolation import add_beyond, beyond_rates, fit_edge
 from simcluster.compute.loader import read_profile_data
 from simcluster.compute.measured import COMPUTE_FEATURES, layer_features
 from simcluster.compute.precision import HALF_OPS
 from simcluster.errors import ConfigError, UserError
 
-from .fit import fit_cost_model
+from .fit import fit_cost_model, fit_host_floor
 from .runner import _scaled_fit
 
 __all__ = [
@@ -122,6 +139,7 @@ def _fit(
     cache: float,
     sms: int,
     features: tuple[str, ...] | None = None,
+    fitter=fit_cost_model,
 ):
     use = [r for r in recs if r[pass_] is not None and (pass_ != "bwd_weight" or r[pass_])]
     if not use:
@@ -130,7 +148,7 @@ def _fit(
     scale = [r["fwd"] if pass_ == "fwd" else r["bwd_all"] for r in use]
     floors = [max(0.05 * x, 1e-7) for x in scale]
     use_feats = features or features_for(key)
-    return fit_cost_model(feats, [r[pass_] for r in use], use_feats, floor=floors, edge=True)
+    return fitter(feats, [r[pass_] for r in use], use_feats, floor=floors, edge=True)
 
 
 def _scaled(base: dict, recs: list[dict], precision: str, pass_: str, cache: float, sms: int):
@@ -291,6 +309,86 @@ def refit_amp_from_bf16(data: dict[str, Any], spec: dict[str, Any], command: str
     return out
 
 
+def refit_host_floor(data: dict[str, Any], command: str) -> dict[str, Any]:
+    """A copy of ``data`` whose compute fits are re-fitted as ``max(host_s, model)``
+    (:func:`calibrate.fit.fit_host_floor`) on the features each fit already has and the
+    samples it was fitted on (``amp`` from :func:`amp_min_bf16` where the profile's amp
+    fits were re-fitted so); variants whose fit was scaled from their op class's are
+    scaled again from the new one (host floor included)."""
+    if "samples" not in data or "compute" not in data.get("samples", {}):
+        raise ConfigError(None, "samples.compute", None, "the profile holds no compute samples")
+    samples = data["samples"]["compute"]
+    if "refit_amp_from_bf16" in data.get("provenance", {}):
+        samples, _ = amp_min_bf16(samples)
+    rows = _rows({"samples": {"compute": samples}})
+    roof = data["device"].get("roofline", {})
+    cache = float(roof.get("cache_bytes", 0.0))
+    sms = int(roof.get("sm_count", 0))
+    comp = data["device"]["compute"]
+    out = copy.deepcopy(data)
+    new: dict[str, dict[str, Any]] = {}
+    floors = 0
+    for precision, classes in sorted(comp.items()):
+        for key, passes in sorted(classes.items()):
+            recs = rows.get((precision, key))
+            if not recs or any(f.get("scaled_from") for f in passes.values()):
+                continue
+            fits = {}
+            for pass_, old in passes.items():
+                feats = tuple(old["features"])
+                rates = beyond_rates(data, precision, key, pass_)
+                fitter = functools.partial(fit_host_floor, roofline=rates)
+                rec = _fit(recs, key, precision, pass_, cache, sms, feats, fitter)
+                floored = "host_s" in rec or rec.get("gpu") == "roofline"
+                fits[pass_] = rec if floored else copy.deepcopy(old)  # no floor: as it was
+                floors += floored
+            new.setdefault(precision, {})[key] = fits
+    for precision, classes in sorted(comp.items()):
+        for key, passes in sorted(classes.items()):
+            if key in new.get(precision, {}):
+                continue
+            recs = rows.get((precision, key))
+            op = key.split(":", 1)[0]
+            base = new.get(precision, {}).get(op)
+            if recs and base and any(f.get("scaled_from") for f in passes.values()):
+                scaled = {}
+                for pass_, fit in base.items():
+                    rec = _scaled(fit, recs, precision, pass_, cache, sms)
+                    if fit.get("host_s"):
+                        rec["host_s"] = float(f"{fit['host_s'] * rec['scale']:.6g}")
+                        floors += 1
+                    if fit.get("edge"):
+                        rec["edge"] = dict(fit["edge"])
+                    if fit.get("gpu"):
+                        rec["gpu"] = fit["gpu"]
+                    scaled[pass_] = rec
+                new.setdefault(precision, {})[key] = scaled
+            else:
+                new.setdefault(precision, {})[key] = copy.deepcopy(passes)
+    before = {
+        f"{p}/{k}/{ps}": f.get("rel_err_median")
+        for p, classes in comp.items()
+        for k, passes in classes.items()
+        for ps, f in passes.items()
+    }
+    out["device"]["compute"] = new
+    add_beyond(out)
+    out["provenance"]["refit_host_floor"] = {
+        "what": "compute fits re-fitted as max(host_s, fit) on their own features and samples "
+        "(calibrate/refit.py --host-floor, calibrate/fit.py fit_host_floor): a layer pass's "
+        "calls, timed back to back, run at the pace of the slower of the host issuing them "
+        "and the GPU executing them; samples at the host's pace say nothing of the GPU's "
+        "rate, so the GPU model is fitted to the slower samples only, or is the device's "
+        "roofline where that explains the samples better (Bayesian information criterion); "
+        "fits without a floor unchanged. A training step prices a floored pass at "
+        "max(roofline.launch_overhead_s, fit): host_s is the timing loop's pace",
+        "fits_with_floor": floors,
+        **_stamp(command),
+        "previous_rel_err_median": before,
+    }
+    return out
+
+
 def refit_kernels_llc(
     data: dict[str, Any], llc_bytes: float, origin: str, command: str
 ) -> dict[str, Any]:
@@ -374,7 +472,7 @@ def _host_llc(data: dict[str, Any]) -> tuple[float, str]:
 
 
 #: the modes of the tool, each refitting one part of the profile (none: the full refit)
-MODES = ("--amp-from-bf16", "--edges", "--kernels-llc")
+MODES = ("--amp-from-bf16", "--edges", "--kernels-llc", "--host-floor")
 
 
 def check_flags(args: argparse.Namespace) -> None:
@@ -392,8 +490,8 @@ def check_flags(args: argparse.Namespace) -> None:
             None, "--llc-bytes", args.llc_bytes, "only sets the cache of --kernels-llc",
             "--llc-bytes with --kernels-llc",
         )  # fmt: skip
-    if args.spec is not None and (args.kernels_llc or args.edges):
-        mode = "--kernels-llc" if args.kernels_llc else "--edges"
+    if args.spec is not None and (args.kernels_llc or args.edges or args.host_floor):
+        mode = next(m for m in MODES[1:] if getattr(args, m[2:].replace("-", "_")))
         raise ConfigError(
             None, "--spec", args.spec, f"{mode} reads no spec sheet",
             "--spec with the full refit or --amp-from-bf16",
@@ -463,6 +561,11 @@ def main(argv: list[str] | None = None) -> int:
         help="re-fit only the kernel fits, spilling beyond the last-level cache (module doc)",
     )
     ap.add_argument("--llc-bytes", type=float, help="last-level cache in bytes (--kernels-llc)")
+    ap.add_argument(
+        "--host-floor",
+        action="store_true",
+        help="re-fit every compute fit as max(host floor, fit) on its own features (module doc)",
+    )
     args = ap.parse_args(argv)
     try:
         check_flags(args)
@@ -481,6 +584,12 @@ def main(argv: list[str] | None = None) -> int:
             _write(refit_kernels_llc(data, llc, origin, cmd), out)
             print(f"re-fitted the kernel fits of {data['name']} beyond {llc:g} B; wrote {out}",
                   file=sys.stderr)  # fmt: skip
+            return 0
+        if args.host_floor:
+            check_output_file([("--out", out)], args.force)
+            cmd = f"python -m calibrate.refit {args.profile} --host-floor --out {args.out}"
+            _write(refit_host_floor(data, cmd), out)
+            print(f"re-fitted {data['name']} with host floors; wrote {out}", file=sys.stderr)
             return 0
         if args.edges:
             check_output_file([("--out", out)], args.force)

@@ -164,11 +164,12 @@ def groups_of(key: str) -> tuple[tuple[str, ...], ...]:
 def resolved(fit: Mapping[str, Any], group: Sequence[str]) -> bool:
     """Whether a fit record's samples reached the half-performance size of a kind of
     work: the group's terms at the edge, ``sum_f c_f * edge[f]`` (seconds), at least the
-    constant ``c0``."""
+    constant ``c0`` (or the host-bound floor ``host_s`` where that is larger: samples
+    below it measured the host, not the GPU's rate)."""
     coef = dict(zip(fit["features"], fit["coef"], strict=True))
     edge = fit.get("edge") or {}
     var = sum(coef.get(f, 0.0) * float(edge.get(f, 0.0)) for f in group)
-    return var >= coef.get("const", 0.0)
+    return var >= max(coef.get("const", 0.0), float(fit.get("host_s", 0.0)))
 
 
 def beyond_of(fit: Mapping[str, Any], key: str, rates: Mapping[str, float]) -> dict[str, float]:

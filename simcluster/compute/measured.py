@@ -179,9 +179,18 @@ class Fit:
 
     Inside the sampled range that is the fit; features not in ``beyond`` follow the fit's
     slope everywhere (an ``edge`` without ``beyond`` is for the record).
+
+    ``host_s`` (seconds, optional; ``calibrate.refit --host-floor``): the pace at which
+    the calibration's timing loop issued calls of this pass. Its samples were
+    ``max(host_s, t)``: the fit ``t`` is then the GPU's work alone, fitted to the samples
+    above the floor (a fit whose samples resolved no rate has every coefficient 0 and an
+    edge of 0, so the roofline prices it). The floor is the loop's (Python, one autograd
+    call per pass), not a training step's: :meth:`MeasuredProfile.layer_time` prices
+    such a pass at ``max(dispatch, t)``. Without it (0) the fit's constant carries the
+    fixed cost, in series with the rest.
     """
 
-    __slots__ = ("features", "coef", "edge", "beyond", "_terms", "_past")
+    __slots__ = ("features", "coef", "edge", "beyond", "host_s", "_terms", "_past")
 
     def __init__(
         self,
@@ -189,11 +198,13 @@ class Fit:
         coef: tuple[float, ...],
         edge: Mapping[str, float] | None = None,
         beyond: Mapping[str, float] | None = None,
+        host_s: float = 0.0,
     ) -> None:
         self.features = features
         self.coef = coef
         self.edge = dict(edge or {})
         self.beyond = dict(beyond or {})
+        self.host_s = float(host_s)
         if not set(self.beyond) <= set(self.edge):
             raise ValueError("a feature priced past the edge (beyond) needs an edge")
         inf = float("inf")
@@ -215,7 +226,8 @@ class Fit:
             extra = rate * (values[f] - top)
             if extra > past:
                 past = extra
-        return max(t + past, 0.0)
+        t += past
+        return t if t > 0.0 else 0.0
 
     @classmethod
     def from_json(
@@ -268,7 +280,9 @@ class Fit:
                     file, f"{where}.beyond.{f}", f, "a feature past the edge needs an edge",
                     sorted(edge) or f"an edge.{f} beside it (this fit records no edge)",
                 )  # fmt: skip
-        return cls(tuple(feats), values, edge, beyond)
+        host = data.get("host_s", 0.0)
+        host = check_number(host, file, f"{where}.host_s", 0.0, MAX_FIXED_S)
+        return cls(tuple(feats), values, edge, beyond, host)
 
 
 def _feature_map(
@@ -848,7 +862,12 @@ class MeasuredProfile(DeviceProfile):
         return table[layer.op][pass_]
 
     def layer_time(self, layer, batch: int, precision: str, pass_: str) -> float:
-        """Seconds for one pass of ``layer`` at ``batch`` samples."""
+        """Seconds for one pass of ``layer`` at ``batch`` samples.
+
+        A fit with a host floor (:class:`Fit` ``host_s``) gives the GPU's work; in a
+        training step the host issues the pass at the profile's measured per-op cost
+        (``roofline.launch_overhead_s``, :meth:`dispatch_time`) ahead of the GPU, so
+        the pass costs the larger of the two (assumption: one op's host cost per pass)."""
         if pass_ not in PASSES:
             raise ValueError(f"pass must be one of {PASSES}, got {pass_!r}")
         if pass_ == "bwd_weight" and layer.params == 0 and not layer.shape.get("tied"):
@@ -857,6 +876,8 @@ class MeasuredProfile(DeviceProfile):
             return 0.0
         fit = self._compute_fit(layer, precision, pass_)
         t = fit(layer_features(layer, batch, precision, pass_, self.cache_bytes, self.sm_count))
+        if fit.host_s and t < self.dispatch_s:
+            t = self.dispatch_s
         peak = self.math_peak(layer.op, precision)
         if peak:
             t = max(t, PASS_GEMMS.get((layer.op, pass_), 1.0) * layer.flops * batch / peak)

@@ -283,6 +283,9 @@ def _scale_fit(
 ) -> dict:
     """Each term times its ratio; ``launch_s`` replaces the constant (CPU -> GPU).
 
+    A host-bound floor (``host_s``, seconds per call) scales like the constant: it is
+    the software's issue time, which the launch overheads' ratio stands for.
+
     A fit's sampled range and the roofline past it (``edge``, ``beyond``;
     :mod:`simcluster.compute.extrapolation`) carry over: the edge is a property of the
     layers sampled (FLOPs, bytes), the same on the target, except that byte features
@@ -301,6 +304,8 @@ def _scale_fit(
             r *= byte_factor
         coef.append(float(f"{c * r:.6g}"))
     out["coef"] = coef
+    if fit.get("host_s") and launch_s is None:  # the host's issue time per call
+        out["host_s"] = float(f"{fit['host_s'] * ratios['launch']:.6g}")
     if fit.get("edge"):
         out["edge"] = {
             f: float(f"{v * (edge_bytes if f.startswith('bytes') else 1.0):.6g}")
