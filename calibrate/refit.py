@@ -54,7 +54,9 @@ better by the Bayesian information criterion; fits without a floor stay as they 
 A training step then prices such a pass at ``max(dispatch, g)``
 (:meth:`simcluster.compute.measured.MeasuredProfile.layer_time`): the floor is the
 timing loop's (Python, one autograd call per pass), not the step's. Profiles measured
-with ``--layer-timing host-ahead`` time the GPU's work directly and need no floor.
+with ``--layer-timing host-ahead`` time the GPU's work directly and need no floor; a CUDA
+calibration timed ``--layer-timing per-call`` applies this refit itself
+(:func:`calibrate.runner.per_call_floors`).
 
     python -m calibrate.refit PROFILE --host-floor --out OUT.json
 

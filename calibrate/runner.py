@@ -1095,9 +1095,23 @@ def calibrate(
         },
     }
     add_beyond(data)  # the roofline past each compute fit's largest sample
+    data = per_call_floors(data, device.type, layer_timer.ahead)
     if check_items:
+        prov = data["provenance"]
         prov["check"] = _checks(check_items, results, data)
     return data
+
+
+def per_call_floors(data: dict[str, Any], device_type: str, ahead: bool) -> dict[str, Any]:
+    """A GPU profile whose layer passes were timed call by call (``--layer-timing
+    per-call``) with its compute fits re-fitted with host floors, as ``python -m
+    calibrate.refit --host-floor`` does (its samples are the pace of the slower of the
+    host and the GPU; :func:`calibrate.fit.fit_host_floor`); other profiles unchanged."""
+    if device_type != "cuda" or ahead:
+        return data
+    from .refit import refit_host_floor
+
+    return refit_host_floor(data, "simcluster calibrate (per-call layer timing on CUDA)")
 
 
 def median(xs: list[float]) -> float:

@@ -118,3 +118,38 @@ def test_host_floor_refit_refuses_a_spec_and_another_mode(tmp_path, capsys) -> N
     assert refit(["h200-measured-2026-11-28", "--host-floor", "--edges", "--out", out]) == 2
     assert "not with" in capsys.readouterr().err
     assert not (tmp_path / "r.json").exists()
+
+
+def test_a_per_call_gpu_calibration_takes_its_floors_at_once() -> None:
+    from calibrate.runner import per_call_floors
+
+    data = read_profile_data("h100-sxm-80gb-measured")
+    data["provenance"].pop("refit_host_floor")
+    assert per_call_floors(data, "cpu", False) is data
+    assert per_call_floors(data, "cuda", True) is data  # host-ahead: the GPU's work already
+    out = per_call_floors(data, "cuda", False)
+    assert out["provenance"]["refit_host_floor"]["fits_with_floor"] > 0
+
+
+def test_a_host_ahead_profile_prices_every_pass_at_least_the_dispatch() -> None:
+    """Host-ahead samples are the GPU's work alone, for every fit: a step's pass costs
+    no less than the host's measured per-op dispatch, in the derived profile too."""
+    from simcluster.compute.transfer import _layer_timing
+
+    data = read_profile_data("h100-sxm-80gb-measured")
+    layer = next(L for L in preset_layers("resnet50", 224, 1000) if L.op == "linear")
+    tiny = Fit(FEATS, (0.0, 1e-18, 0.0, 0.0))  # no floor: a plain fit
+    plain = MeasuredProfile.from_data(data)
+    plain.compute["fp32"]["linear"]["fwd"] = tiny
+    assert plain.layer_time(layer, 1, "fp32", "fwd") < plain.dispatch_s
+    data["provenance"]["layer_timing"] = {"mode": "host-ahead"}
+    ahead = MeasuredProfile.from_data(data)
+    assert ahead.host_ahead
+    ahead.compute["fp32"]["linear"]["fwd"] = tiny
+    assert ahead.layer_time(layer, 1, "fp32", "fwd") == pytest.approx(ahead.dispatch_s)
+    assert _layer_timing(data["provenance"]) == {"layer_timing": "host-ahead"}
+    assert _layer_timing({"layer_timing": {"mode": "per-call"}}) == {}
+    derived = read_profile_data("v100-sxm2-32gb-derived")
+    assert not MeasuredProfile.from_data(derived).host_ahead
+    derived["provenance"]["derived_from"]["layer_timing"] = "host-ahead"
+    assert MeasuredProfile.from_data(derived).host_ahead

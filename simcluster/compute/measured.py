@@ -715,6 +715,12 @@ class MeasuredProfile(DeviceProfile):
         #: seconds of one op call on one-element tensors (``device.roofline.
         #: launch_overhead_s``, :meth:`dispatch_time`); 0 when the profile has none
         self.dispatch_s = 0.0
+        #: layer passes timed with the host ahead of the GPU (``provenance.layer_timing``,
+        #: or its source's for a derived profile): every compute fit is the GPU's work
+        #: alone, as a fit with a host floor is (:meth:`layer_time`)
+        layer_timing = (provenance.get("layer_timing") or {}).get("mode")
+        source = (provenance.get("derived_from") or {}).get("layer_timing")
+        self.host_ahead = "host-ahead" in (layer_timing, source)
 
     # -- loading ----------------------------------------------------------------------
     @classmethod
@@ -864,10 +870,11 @@ class MeasuredProfile(DeviceProfile):
     def layer_time(self, layer, batch: int, precision: str, pass_: str) -> float:
         """Seconds for one pass of ``layer`` at ``batch`` samples.
 
-        A fit with a host floor (:class:`Fit` ``host_s``) gives the GPU's work; in a
-        training step the host issues the pass at the profile's measured per-op cost
-        (``roofline.launch_overhead_s``, :meth:`dispatch_time`) ahead of the GPU, so
-        the pass costs the larger of the two (assumption: one op's host cost per pass)."""
+        A fit with a host floor (:class:`Fit` ``host_s``), or any fit of a profile timed
+        with the host ahead (:attr:`host_ahead`), gives the GPU's work; in a training step
+        the host issues the pass at the profile's measured per-op cost
+        (``roofline.launch_overhead_s``, :meth:`dispatch_time`) ahead of the GPU, so the
+        pass costs the larger of the two (assumption: one op's host cost per pass)."""
         if pass_ not in PASSES:
             raise ValueError(f"pass must be one of {PASSES}, got {pass_!r}")
         if pass_ == "bwd_weight" and layer.params == 0 and not layer.shape.get("tied"):
@@ -876,7 +883,7 @@ class MeasuredProfile(DeviceProfile):
             return 0.0
         fit = self._compute_fit(layer, precision, pass_)
         t = fit(layer_features(layer, batch, precision, pass_, self.cache_bytes, self.sm_count))
-        if fit.host_s and t < self.dispatch_s:
+        if (fit.host_s or self.host_ahead) and t < self.dispatch_s:
             t = self.dispatch_s
         peak = self.math_peak(layer.op, precision)
         if peak:

@@ -570,6 +570,7 @@ def derive_profile_data(
             "device_name": src_device,
             "date": src_prov.get("date"),
             "command": src_prov.get("command"),
+            **_layer_timing(src_prov),
         },
         "transfer_model": "roofline ratio per term (simcluster/compute/transfer.py): const x "
         "launch ratio (CPU -> GPU: target launch overhead x kernels launched), flops x peak "
@@ -624,6 +625,14 @@ def derive_profile_data(
             **({"sparsify_measured": copy.deepcopy(target_tables)} if target_tables else {}),
         },
     }
+
+
+def _layer_timing(prov: dict[str, Any]) -> dict[str, str]:
+    """``{"layer_timing": "host-ahead"}`` where the source's layer passes were timed with
+    the host ahead (its fits are the GPU's work alone; :class:`MeasuredProfile`), else
+    nothing."""
+    mode = (prov.get("layer_timing") or {}).get("mode")
+    return {"layer_timing": mode} if mode == "host-ahead" else {}
 
 
 def _spec_json(s: DeviceSpec) -> dict[str, Any]:
