@@ -311,7 +311,7 @@ def refit_amp_from_bf16(data: dict[str, Any], spec: dict[str, Any], command: str
     return out
 
 
-def refit_host_floor(data: dict[str, Any], command: str) -> dict[str, Any]:
+def refit_host_floor(data: dict[str, Any], command: str, file: str | None = None) -> dict[str, Any]:
     """A copy of ``data`` whose compute fits are re-fitted as ``max(host_s, model)``
     (:func:`calibrate.fit.fit_host_floor`) on the features each fit already has and the
     samples it was fitted on (``amp`` from :func:`amp_min_bf16` where the profile's amp
@@ -319,6 +319,14 @@ def refit_host_floor(data: dict[str, Any], command: str) -> dict[str, Any]:
     scaled again from the new one (host floor included)."""
     if "samples" not in data or "compute" not in data.get("samples", {}):
         raise ConfigError(None, "samples.compute", None, "the profile holds no compute samples")
+    device = str(data.get("provenance", {}).get("device", ""))
+    if not device.startswith("cuda"):
+        raise ConfigError(
+            file, "provenance.device", device or None,
+            "--host-floor refits a GPU profile: on a CPU the host runs the passes itself, "
+            "one after another, so a sample is their sum, not the slower of the two",
+            "a profile measured on a CUDA device",
+        )  # fmt: skip
     samples = data["samples"]["compute"]
     if "refit_amp_from_bf16" in data.get("provenance", {}):
         samples, _ = amp_min_bf16(samples)
@@ -590,7 +598,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.host_floor:
             check_output_file([("--out", out)], args.force)
             cmd = f"python -m calibrate.refit {args.profile} --host-floor --out {args.out}"
-            _write(refit_host_floor(data, cmd), out)
+            from simcluster.compute.loader import profile_path
+
+            path = str(profile_path(args.profile, "PROFILE"))
+            _write(refit_host_floor(data, cmd, path), out)
             print(f"re-fitted {data['name']} with host floors; wrote {out}", file=sys.stderr)
             return 0
         if args.edges:

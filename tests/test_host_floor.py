@@ -153,3 +153,12 @@ def test_a_host_ahead_profile_prices_every_pass_at_least_the_dispatch() -> None:
     assert not MeasuredProfile.from_data(derived).host_ahead
     derived["provenance"]["derived_from"]["layer_timing"] = "host-ahead"
     assert MeasuredProfile.from_data(derived).host_ahead
+
+
+def test_host_floor_refuses_a_cpu_profile(tmp_path, capsys) -> None:
+    """On a CPU the passes run one after another on the host: no floor to take."""
+    assert refit(["cpu-epyc-1core", "--host-floor", "--out", str(tmp_path / "r.json")]) == 2
+    err = capsys.readouterr().err
+    assert "cpu-epyc-1core.json: provenance.device: --host-floor refits a GPU profile" in err
+    assert "(got 'cpu')" in err
+    assert not (tmp_path / "r.json").exists()
