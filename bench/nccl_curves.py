@@ -32,6 +32,13 @@ The curves (the rows are typed in from the logs; see each ``source``):
   64 KiB), and the simulation is forced to the nvls algorithm as the run was.
   github.com/Azure/AI-benchmarking-guide, "Azure Results/NDv5 Results.md" at
   0126c3006397f3e01f7c39862eba9808e946f3cd (ND H100 v5 column).
+* ``h100-msccl-doc-allgather`` and ``h100-msccl-doc-allreduce``: NCCL 2.18.1, 8 GPUs
+  of one node, one process per GPU (``-g 1``), fp16, ``NCCL_MIN_NCHANNELS=32``,
+  in-place times, 1 KiB - 1 GiB. github.com/Azure/msccl, docs/performance-ndmv4.md at
+  cd1cea111f1929735c39d0153c049c922b602b02 ("1 node, 8 gpus/node", NCCL columns).
+  The file is titled NDmv4 (A100) but its command loads ndv5-topo.xml and its 1 GiB
+  rows (busbw 353 and 466 GB/s) exceed an A100's 300 GB/s of NVLink, so it is read
+  as H100 (h100-nvswitch); the reference cases carry confidence low.
 """
 
 from __future__ import annotations
@@ -120,6 +127,32 @@ CURVES = (
             (8589934592, 478.87),
         ),
         "busbw_GBps", "nvls",
+    ),
+    Curve(
+        "h100-msccl-doc-allgather",
+        "github.com/Azure/msccl docs/performance-ndmv4.md @cd1cea1 (NCCL all-gather, in-place)",
+        "all_gather", "h100-nvswitch", 1, 8, 1, "h100-sxm", "nccl-spec",
+        (
+            (1024, 9.54), (2048, 9.8), (4096, 9.78), (8192, 9.78), (16384, 10.29),
+            (32768, 12.49), (65536, 12.87), (131072, 13.16), (262144, 13.23),
+            (524288, 13.39), (1048576, 18.33), (2097152, 23.18), (4194304, 33.66),
+            (8388608, 44.7), (16777216, 67.19), (33554432, 104.7), (67108864, 192.4),
+            (134217728, 368.3), (268435456, 699.5), (536870912, 1358.6),
+            (1073741824, 2663.8),
+        ),
+    ),
+    Curve(
+        "h100-msccl-doc-allreduce",
+        "github.com/Azure/msccl docs/performance-ndmv4.md @cd1cea1 (NCCL fp16 allreduce, in-place)",
+        "all_reduce", "h100-nvswitch", 1, 8, 1, "h100-sxm", "nccl-spec",
+        (
+            (1024, 13.12), (2048, 14.39), (4096, 15.28), (8192, 15.69), (16384, 16.64),
+            (32768, 19.3), (65536, 20.0), (131072, 20.42), (262144, 20.5),
+            (524288, 29.89), (1048576, 31.94), (2097152, 37.95), (4194304, 49.28),
+            (8388608, 77.01), (16777216, 116.0), (33554432, 187.2), (67108864, 317.4),
+            (134217728, 572.5), (268435456, 1079.0), (536870912, 2071.1),
+            (1073741824, 4028.7),
+        ),
     ),
 )  # fmt: skip
 
