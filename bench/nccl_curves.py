@@ -24,6 +24,21 @@ The curves (the rows are typed in from the logs; see each ``source``):
   header line; NCCL version not printed). A recorded log used as a test fixture in
   the PKU-DAIR Hetu-Galvatron repository (hardware profiler test; path in the
   repository not resolved, found through the code index).
+* ``h100-ndv5-g8-nvls``: 8 x H100 80GB HBM3 of one Azure ND H100 v5 VM (NVSwitch),
+  NCCL 2.18.5, one process, ``NCCL_ALGO=NVLS all_reduce_perf -b 8 -e 8G -f 2 -g 8
+  -n 40``; the published table gives only the in-place busbw (two decimals) of the
+  rows 1 KiB - 8 GiB, so the measured time here is nccl-tests' own relation
+  ``2 (n - 1) / n * size / busbw`` (rounding: about 7 % at 1 KiB, under 1 % from
+  64 KiB), and the simulation is forced to the nvls algorithm as the run was.
+  github.com/Azure/AI-benchmarking-guide, "Azure Results/NDv5 Results.md" at
+  0126c3006397f3e01f7c39862eba9808e946f3cd (ND H100 v5 column).
+* ``h100-msccl-doc-allgather`` and ``h100-msccl-doc-allreduce``: NCCL 2.18.1, 8 GPUs
+  of one node, one process per GPU (``-g 1``), fp16, ``NCCL_MIN_NCHANNELS=32``,
+  in-place times, 1 KiB - 1 GiB. github.com/Azure/msccl, docs/performance-ndmv4.md at
+  cd1cea111f1929735c39d0153c049c922b602b02 ("1 node, 8 gpus/node", NCCL columns).
+  The file is titled NDmv4 (A100) but its command loads ndv5-topo.xml and its 1 GiB
+  rows (busbw 353 and 466 GB/s) exceed an A100's 300 GB/s of NVLink, so it is read
+  as H100 (h100-nvswitch); the reference cases carry confidence low.
 """
 
 from __future__ import annotations
@@ -39,6 +54,7 @@ sys.path.insert(0, str(ROOT))
 
 from simcluster.collectives import CommContext  # noqa: E402
 from simcluster.compute import load_network_profile, load_profile  # noqa: E402
+from simcluster.errors import UserError  # noqa: E402
 from simcluster.network.transport import with_transport  # noqa: E402
 from simcluster.report.nccl_tests import run_nccl_tests  # noqa: E402
 from simcluster.topology import load_topology  # noqa: E402
@@ -48,7 +64,8 @@ KIB, MIB = 1 << 10, 1 << 20
 
 @dataclass(frozen=True)
 class Curve:
-    """One published sweep: (size in bytes, out-of-place time in us) rows."""
+    """One published sweep: (size in bytes, value) rows, the value the out-of-place
+    time in us unless ``column`` is ``busbw_GBps`` (then converted to a time)."""
 
     name: str
     source: str
@@ -60,6 +77,15 @@ class Curve:
     device_profile: str
     network_profile: str
     rows: tuple[tuple[int, float], ...]
+    column: str = "time_us"  # or busbw_GBps (an allreduce table that prints only that)
+    algorithm: str = "auto"  # NCCL_ALGO of the run
+
+    def measured_us(self, size: int, value: float) -> float:
+        """The row's time in us: as printed, or from an allreduce busbw (GB/s)."""
+        if self.column == "time_us":
+            return value
+        n = self.nodes * (self.gpus_per_node or 0)
+        return 2 * (n - 1) / n * size / (value * 1e3)
 
 
 CURVES = (
@@ -86,6 +112,48 @@ CURVES = (
             (268435456, 2338.9), (536870912, 4651.2), (1073741824, 8139.9),
         ),
     ),
+    Curve(
+        "h100-ndv5-g8-nvls",
+        "github.com/Azure/AI-benchmarking-guide 'Azure Results/NDv5 Results.md' @0126c30"
+        " (in-place busbw)",
+        "all_reduce", "h100-nvswitch", 1, 8, 8, "h100-sxm", "nccl-spec",
+        (
+            (1024, 0.07), (2048, 0.14), (4096, 0.27), (8192, 0.53), (16384, 0.95),
+            (32768, 1.71), (65536, 2.72), (131072, 5.40), (262144, 10.86), (524288, 21.35),
+            (1048576, 43.70), (2097152, 81.93), (4194304, 128.73), (8388608, 172.13),
+            (16777216, 234.45), (33554432, 295.53), (67108864, 361.78),
+            (134217728, 400.61), (268435456, 423.38), (536870912, 438.46),
+            (1073741824, 466.35), (2147483648, 472.36), (4294967296, 475.54),
+            (8589934592, 478.87),
+        ),
+        "busbw_GBps", "nvls",
+    ),
+    Curve(
+        "h100-msccl-doc-allgather",
+        "github.com/Azure/msccl docs/performance-ndmv4.md @cd1cea1 (NCCL all-gather, in-place)",
+        "all_gather", "h100-nvswitch", 1, 8, 1, "h100-sxm", "nccl-spec",
+        (
+            (1024, 9.54), (2048, 9.8), (4096, 9.78), (8192, 9.78), (16384, 10.29),
+            (32768, 12.49), (65536, 12.87), (131072, 13.16), (262144, 13.23),
+            (524288, 13.39), (1048576, 18.33), (2097152, 23.18), (4194304, 33.66),
+            (8388608, 44.7), (16777216, 67.19), (33554432, 104.7), (67108864, 192.4),
+            (134217728, 368.3), (268435456, 699.5), (536870912, 1358.6),
+            (1073741824, 2663.8),
+        ),
+    ),
+    Curve(
+        "h100-msccl-doc-allreduce",
+        "github.com/Azure/msccl docs/performance-ndmv4.md @cd1cea1 (NCCL fp16 allreduce, in-place)",
+        "all_reduce", "h100-nvswitch", 1, 8, 1, "h100-sxm", "nccl-spec",
+        (
+            (1024, 13.12), (2048, 14.39), (4096, 15.28), (8192, 15.69), (16384, 16.64),
+            (32768, 19.3), (65536, 20.0), (131072, 20.42), (262144, 20.5),
+            (524288, 29.89), (1048576, 31.94), (2097152, 37.95), (4194304, 49.28),
+            (8388608, 77.01), (16777216, 116.0), (33554432, 187.2), (67108864, 317.4),
+            (134217728, 572.5), (268435456, 1079.0), (536870912, 2071.1),
+            (1073741824, 4028.7),
+        ),
+    ),
 )  # fmt: skip
 
 BANDS = (
@@ -105,8 +173,9 @@ def predict(c: Curve, network_profile: str | None = None) -> list[dict]:
     ctx = CommContext.from_profile(cluster, with_transport(netp, cluster))
     launch = load_profile(c.device_profile).launch_overhead if c.gpus_per_thread > 1 else 0.0
     sizes = [s for s, _ in c.rows]
+    g = c.gpus_per_thread
     return run_nccl_tests(
-        ctx, c.op, sizes, "maxmin", gpus_per_thread=c.gpus_per_thread, launch_s=launch
+        ctx, c.op, sizes, "maxmin", c.algorithm, gpus_per_thread=g, launch_s=launch
     )
 
 
@@ -128,14 +197,19 @@ def main(argv: list[str] | None = None) -> int:
     for c in CURVES:
         if args.curve and c.name != args.curve:
             continue
-        pred = predict(c, args.network_profile)
-        errs = []
         netp = args.network_profile or c.network_profile
+        try:
+            pred = predict(c, args.network_profile)
+        except UserError as exc:  # e.g. the curve's forced algorithm on a profile without it
+            print(f"## {c.name}: skipped on {netp}: {exc}")
+            continue
+        errs = []
         print(f"## {c.name}: {c.op}, {c.topology} x {c.nodes}, -g {c.gpus_per_thread}, {netp}")
         print(f"#  {c.source}")
         if args.rows:
             print(f"#{'size':>11}  {'measured':>9}  {'predicted':>9}  {'error':>8}  algorithm")
-        for (size, meas), row in zip(c.rows, pred, strict=True):
+        for (size, value), row in zip(c.rows, pred, strict=True):
+            meas = c.measured_us(size, value)
             err = (row["time_us"] - meas) / meas
             errs.append((size, err))
             if args.rows:
