@@ -26,6 +26,7 @@ from simcluster.collectives.protocols import (
     parse_protocols,
     parse_selection,
     parse_tree_channel_max,
+    parse_tree_correction,
 )
 from simcluster.collectives.route_memo import RouteMemo
 from simcluster.errors import UserError
@@ -57,6 +58,7 @@ class CommContext:
         nvls: Nvls | None = None,
         tree_channel_max: tuple[float, float, float] | None = None,
         selection: str = "tuner",
+        tree_correction: dict[str, tuple[float, ...]] | None = None,
     ) -> None:
         self.cluster = cluster
         #: how ``auto`` picks (protocols.parse_selection): ``tuner`` or ``nccl-2.4``
@@ -67,6 +69,9 @@ class CommContext:
         #: NCCL's tuner cap on the tree's bus bandwidth per channel, bytes/s, for
         #: 1, 2 and more nodes (protocols.parse_tree_channel_max), or None
         self.tree_channel_max = tree_channel_max
+        #: NCCL's size factors of the tree allreduce's bandwidth, per protocol
+        #: (protocols.parse_tree_correction); empty: none
+        self.tree_correction = dict(tree_correction or {})
         #: NCCL's NVLS allreduce numbers (network.protocols.NVLS), or None
         self.nvls = nvls
         self.per_message_overhead = float(per_message_overhead)
@@ -104,9 +109,11 @@ class CommContext:
         nvls = parse_nvls(netp.protocols, netp.file) if netp.protocols else None
         cap = parse_tree_channel_max(netp.protocols, netp.file) if netp.protocols else None
         sel = parse_selection(netp.protocols, netp.file)
+        corr = parse_tree_correction(netp.protocols, netp.file) if netp.protocols else None
         return cls(
-            cluster, netp.per_message_overhead_s, netp.link_efficiency, protocols, nvls, cap, sel
-        )
+            cluster, netp.per_message_overhead_s, netp.link_efficiency, protocols, nvls, cap, sel,
+            corr,
+        )  # fmt: skip
 
     @contextmanager
     def lowering(self, algorithm: str | None):

@@ -53,6 +53,8 @@ __all__ = [
     "Nvls",
     "parse_nvls",
     "parse_tree_channel_max",
+    "parse_tree_correction",
+    "tree_correction",
     "parse_selection",
     "SELECTIONS",
 ]
@@ -67,6 +69,13 @@ HOP_CLASSES = ("nvlink", "pcie", "net")
 #: Key of NCCL's per-channel tree bandwidth in ``network.protocols`` (see
 #: :func:`parse_tree_channel_max`).
 TREE_CAP_KEY = "tree_channel_max_GBps"
+
+#: Key of NCCL's size correction of the tree allreduce's bandwidth in
+#: ``network.protocols`` (see :func:`parse_tree_correction`).
+TREE_CORRECTION_KEY = "tree_correction"
+#: Sizes the correction covers: index ``floor(log2(nbytes / 64))`` from 0 up to this,
+#: exclusive (NCCL applies it for ``logSize < 23``: 64 B to 512 MiB)
+TREE_CORRECTION_SIZES = 23
 
 #: Key of how ``auto`` chooses in ``network.protocols`` (see :func:`parse_selection`).
 SELECTION_KEY = "selection"
@@ -131,7 +140,7 @@ def parse_protocols(data: Any, file: str | None = None) -> dict[str, Protocol]:
         file,
         base,
         data,
-        ("source", *PROTOCOL_NAMES, "NVLS", TREE_CAP_KEY, SELECTION_KEY),
+        ("source", *PROTOCOL_NAMES, "NVLS", TREE_CAP_KEY, SELECTION_KEY, TREE_CORRECTION_KEY),
         required=False,
     )
     out: dict[str, Protocol] = {}
@@ -208,6 +217,42 @@ def parse_tree_channel_max(data: Any, file: str | None = None) -> tuple[float, f
         raise ConfigError(file, p, v, "must be a list of 3 numbers", "[one node, two, more] GB/s")
     one, two, more = (_number(file, f"{p}[{i}]", x, 1e-3, 1e4) for i, x in enumerate(v))
     return one * 1e9, two * 1e9, more * 1e9
+
+
+def parse_tree_correction(data: Any, file: str | None = None) -> dict[str, tuple[float, ...]]:
+    """``network.protocols.tree_correction``: per protocol, the factor NCCL's tuner
+    applies to the double binary tree's allreduce bandwidth by message size
+    (``treeCorrectionFactor`` in ``src/graph/tuning.cc``; 0.4-1.0: the tree's
+    pipeline runs below its model's bandwidth between a few KB and tens of MB), a
+    list whose element ``i`` is for ``floor(log2(nbytes / 64)) = i``; at least
+    :data:`TREE_CORRECTION_SIZES` numbers in (0, 1]. Empty when absent.
+    """
+    if not isinstance(data, dict) or TREE_CORRECTION_KEY not in data:
+        return {}
+    p = f"network.protocols.{TREE_CORRECTION_KEY}"
+    table = _keys(file, p, data[TREE_CORRECTION_KEY], PROTOCOL_NAMES, required=False)
+    out: dict[str, tuple[float, ...]] = {}
+    for name, v in table.items():
+        if not isinstance(v, list) or len(v) < TREE_CORRECTION_SIZES:
+            raise ConfigError(
+                file, f"{p}.{name}", v, "must be a list of factors",
+                f"at least {TREE_CORRECTION_SIZES} numbers in (0, 1], one per power of two "
+                "of the size from 64 B",
+            )  # fmt: skip
+        out[name] = tuple(_number(file, f"{p}.{name}[{i}]", x, 1e-3, 1.0) for i, x in enumerate(v))
+    return out
+
+
+def tree_correction(
+    table: dict[str, tuple[float, ...]], protocol: str | None, nbytes: float
+) -> float:
+    """The factor of :func:`parse_tree_correction`'s ``table`` for a tree allreduce of
+    ``nbytes`` bytes under ``protocol`` (1 outside the sizes it covers)."""
+    row = table.get(protocol or "")
+    if not row or nbytes < 64:
+        return 1.0
+    log_size = int(nbytes // 64).bit_length() - 1  # NCCL's log2i(nBytes >> 6)
+    return row[log_size] if log_size < TREE_CORRECTION_SIZES else 1.0
 
 
 def parse_selection(data: Any, file: str | None = None) -> str:

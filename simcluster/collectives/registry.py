@@ -33,7 +33,7 @@ from simcluster.collectives import (
 )
 from simcluster.collectives.base import CollectiveCall, CommContext, Phase
 from simcluster.collectives.bounds import lower_bounds
-from simcluster.collectives.protocols import family_of
+from simcluster.collectives.protocols import family_of, tree_correction
 from simcluster.errors import UnknownNameError
 from simcluster.network.flow import FlowBatch, one_value
 from simcluster.registry import Registry
@@ -211,7 +211,33 @@ def _shape(
 def _lower_with(
     ctx: CommContext, call: CollectiveCall, name: str, protocol: str | None = None
 ) -> list[FlowBatch]:
-    return [b.scaled(call.nbytes) for b in _shape(ctx, call, name, protocol)]
+    out = [b.scaled(call.nbytes) for b in _shape(ctx, call, name, protocol)]
+    delay = _tree_delay(ctx, call, name, protocol)
+    if delay > 0:  # the first phase starts later; its flows' bytes and links are unchanged
+        i = next((k for k, b in enumerate(out) if b.num_flows), None)
+        if i is not None:
+            b = out[i]
+            out[i] = FlowBatch(b.entry_flow, b.entry_link, b.nbytes, b.latency + delay)
+    return out
+
+
+def _tree_delay(ctx: CommContext, call: CollectiveCall, name: str, protocol: str | None) -> float:
+    """Seconds NCCL's size correction of the tree allreduce adds (network profile's
+    ``tree_correction``, :func:`~simcluster.collectives.protocols.tree_correction`):
+    the tuner divides the tree's bandwidth by a factor ``f <= 1`` at mid sizes, so the
+    time to move the bytes, estimated as the tuner does (the estimate at the call's size
+    less the one at 0 bytes), grows by ``1 / f - 1`` of itself. It is added as a delay,
+    not as bytes: the links carry what they carried."""
+    if call.op != "allreduce" or protocol is None or not ctx.tree_correction:
+        return 0.0
+    if family_of(name) != "tree":
+        return 0.0
+    f = tree_correction(ctx.tree_correction, protocol, call.nbytes)
+    if f >= 1.0:
+        return 0.0
+    move = _estimate_at(ctx, call, name, protocol, call.nbytes)
+    move -= _estimate_at(ctx, call, name, protocol, 0.0)
+    return max(move, 0.0) * (1.0 / f - 1.0)
 
 
 def _protocols(ctx: CommContext, call: CollectiveCall, name: str = "") -> list[str | None]:
@@ -368,17 +394,27 @@ def _estimate_shape(
 ) -> float:
     """:func:`estimate_phases` of ``call`` lowered by ``name`` under ``protocol``,
     from the cached envelope of its unit-byte shape (the same arithmetic on the
-    flows that can be slowest)."""
+    flows that can be slowest), plus the tree allreduce's size correction
+    (:func:`_tree_delay`)."""
+    t = _estimate_at(ctx, call, name, protocol, call.nbytes)
+    return t + _tree_delay(ctx, call, name, protocol)
+
+
+def _estimate_at(
+    ctx: CommContext, call: CollectiveCall, name: str, protocol: str | None, size: float
+) -> float:
+    """:func:`_estimate_shape` for ``size`` bytes instead of ``call.nbytes``, without
+    the size correction."""
     total = 0.0
     for b in _shape(ctx, call, name, protocol):
         if b.num_flows == 0:
             continue
         rows = _envelope_rows(ctx, b)
         if rows is not None:
-            total += _slowest(rows, call.nbytes)
+            total += _slowest(rows, size)
             continue
         lat, unit, rates = _envelope(ctx, b)
-        nbytes = unit * call.nbytes
+        nbytes = unit * size
         with np.errstate(divide="ignore", invalid="ignore"):
             move = np.where(nbytes > 0, nbytes / rates, 0.0)
         total += float((lat + move).max())
