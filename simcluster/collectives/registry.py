@@ -218,6 +218,7 @@ def _lower_with(
         if i is not None:
             b = out[i]
             out[i] = FlowBatch(b.entry_flow, b.entry_link, b.nbytes, b.latency + delay)
+            out[i]._cache = b._cache  # links, rates and path facts do not depend on latency
     return out
 
 
