@@ -88,6 +88,10 @@ def _op_from_name(path: Path) -> str | None:
     return None
 
 
+#: the largest size (bytes) or count a data row may hold: 2^50, a petabyte
+MAX_SIZE = 2**50
+
+
 def parse_log(path: str | Path, op: str | None = None) -> NcclLog:
     """Parse one nccl-tests stdout file (see module doc); ConfigError on bad input."""
     p = Path(path)
@@ -156,6 +160,11 @@ def parse_log(path: str | Path, op: str | None = None) -> NcclLog:
             ) from None  # fmt: skip
         if len(tok) < need:
             raise ConfigError(str(p), f"line {i}", s[:60], "truncated data row")
+        if size > MAX_SIZE or count > MAX_SIZE:
+            raise ConfigError(
+                str(p), f"line {i}: size", tok[0] if size > MAX_SIZE else tok[1],
+                "out of range", f"size and count at most 2^50 ({MAX_SIZE})",
+            )  # fmt: skip
         _check_row(str(p), i, t_us, algbw, busbw, [tok[j] for j in (k + 3, k + 7) if j < len(tok)])
         rows.append(
             {"size": size, "count": count, "redop": tok[3], "root": root,

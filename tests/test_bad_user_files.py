@@ -132,6 +132,36 @@ def test_nccl_tests_row_with_a_bad_number_is_named(tmp_path, capsys, old, new, f
     assert not out.exists()
 
 
+def test_nccl_tests_row_with_a_size_past_a_float_is_named(tmp_path, capsys):
+    """Was: OverflowError (int too large to convert to float) in the fit (fuzz seed
+    161924)."""
+    row = next(line for line in LOG.read_text().splitlines() if "   34.31 " in line)
+    size = row.split()[0]
+    p = _row_edit(tmp_path, row, row.replace(size, "9" * 400, 1))
+    out = tmp_path / "fitted.json"
+    assert main(["calibrate", "nccl-tests", str(p), "--out", str(out)]) == 2
+    line = _error(capsys)
+    assert str(p) in line and ": size: out of range" in line and "2^50" in line
+    assert not out.exists()
+
+
+def test_reference_case_with_a_negative_size_is_named(tmp_path, capsys):
+    """Was: ValueError (nbytes must be >= 0) from the simulator (fuzz seed 161911)."""
+    refs = tmp_path / "refs"
+    refs.mkdir()
+    case = {
+        "id": "a", "what": "a", "source": "a", "unit": "us", "confidence": "low",
+        "scenario": "scenarios/references/scenarios/nccl-dgx-a100.yaml", "reference": 1.0,
+        "metric": {"kind": "nccl_tests", "nccl_op": "all_reduce", "nbytes": -4, "gpus": 8,
+                   "value": "time_us"},
+    }  # fmt: skip
+    (refs / "x.yaml").write_text(yaml.safe_dump({"paper": "X", "source": "x", "cases": [case]}))
+    assert main(["validate", "--references", str(refs), "--no-plot", "--out",
+                 str(tmp_path / "v")]) == 2  # fmt: skip
+    line = _error(capsys)
+    assert "x.yaml: cases[0].metric.nbytes: out of range" in line and "(got -4)" in line
+
+
 def test_nccl_tests_base_profile_typo_gets_did_you_mean(tmp_path, capsys):
     out = tmp_path / "fitted.json"
     argv = ["calibrate", "nccl-tests", str(LOG), "--base-profile", "ncl-spec", "--out", str(out)]

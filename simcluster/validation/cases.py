@@ -71,6 +71,10 @@ class Select(StrictModel):
     gpus: int | None = Field(None, ge=1)
 
 
+#: largest message size a metric may name, bytes (1 PiB: no collective is larger)
+MAX_NBYTES = float(2**50)
+
+
 class Metric(StrictModel):
     kind: Literal[
         "field", "ratio", "segments", "segment_share", "segment_ratio", "collective", "nccl_tests"
@@ -115,6 +119,15 @@ class Metric(StrictModel):
         None, description="ratio -> percent: (r - 1) x 100 or (1 - r) x 100"
     )
     scale: float = Field(1.0, gt=0, description="multiplies the prediction (unit change)")
+
+    @field_validator("nbytes")
+    @classmethod
+    def _size(cls, v: float | str | None) -> float | str | None:
+        if isinstance(v, (int, float)) and not (0 < v <= MAX_NBYTES):
+            raise ValueError(
+                f"out of range; allowed: a size in bytes, 1 to 2^50 ({MAX_NBYTES:.0f})"
+            )
+        return v
 
     @model_validator(mode="after")
     def _needs(self) -> Metric:
