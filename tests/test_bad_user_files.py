@@ -823,3 +823,20 @@ def test_topology_with_a_nodes_key_is_not_called_an_execution_trace(tmp_path, ca
     line = capsys.readouterr().err
     assert "execution trace" not in line
     assert "nodes: unknown key" in line and "did you mean 'node'" in line
+
+
+def test_hsadmm_bucket_too_small_to_simulate_is_named(tmp_path, capsys):
+    """Was: OverflowError (cannot fit 'int' into an index-sized integer) when a bucket of
+    1e-300 MiB cut the model into more allreduces than an index holds (fuzz seed 162226)."""
+    sc = {
+        "name": "tinyb", "topology": "puhti", "profile": "v100-sxm2-32gb",
+        "network_profile": "nccl-spec",
+        "workload": {"model": "resnet18", "dataset": "cifar10", "batch_per_gpu": 32, "epochs": 1},
+        "schedules": [{"name": "hsadmm", "options": {"bucket_mb": 1e-300}}],
+        "study": {"kind": "single", "gpus": [8]},
+    }  # fmt: skip
+    p = tmp_path / "tinyb.yaml"
+    p.write_text(yaml.safe_dump(sc))
+    assert main(["run", str(p), "--out", str(tmp_path / "out")]) == 2
+    line = _error(capsys)
+    assert "schedules[0].options.bucket_mb: out of range" in line and ">= 0.25" in line

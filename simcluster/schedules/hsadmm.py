@@ -218,7 +218,11 @@ class HSADMMOptions(Options):
     local_epochs: int = Field(5, ge=1, le=1000, description="E: local epochs per outer iteration")
     t_freeze: int = Field(10, ge=0, description="outer iterations before masks freeze")
     ramp: int = Field(5, ge=1, description="outer iterations for the kept fraction to reach keep")
-    bucket_mb: float = Field(32.0, gt=0, le=4096, description="inter-node bucket size, MiB")
+    bucket_mb: float = Field(
+        32.0, ge=0.25, le=4096,
+        description="inter-node bucket size, MiB (from 256 KiB: a smaller one cuts a model "
+        "into more allreduces than a run can hold)",
+    )  # fmt: skip
     intra_algorithm: algorithm_name("allreduce", "broadcast") = "auto"
     inter_algorithm: algorithm_name("allreduce") = "auto"
     intra_granularity: Literal["flat", "tensor"] = Field(
