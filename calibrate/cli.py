@@ -342,7 +342,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     if args.rounds is not None and args.rounds < 1:  # 0 is refused, not read as the default
         raise ConfigError(None, "--rounds", args.rounds, "must be >= 1", "an integer >= 1")
     profile = _as_flag("--profile", load_profile, args.profile)
-    model_name = args.model or "resnet18-cifar"
+    model_name = "resnet18-cifar" if args.model is None else args.model  # "" names none
     model = _as_flag("--model", build_model, model_name)
     device = _device(args.device)
     threads = _threads(args, device)

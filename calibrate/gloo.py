@@ -308,8 +308,9 @@ def main(argv=None) -> int:
         print(f"calibrate.gloo: --nproc {a.nproc!r}: give a comma list of integers",
               file=sys.stderr)  # fmt: skip
         return 2
-    if any(n < 2 for n in procs):
-        print("calibrate.gloo: --nproc values must be >= 2", file=sys.stderr)
+    if not procs or any(n < 2 for n in procs):
+        print("calibrate.gloo: --nproc values must be >= 2 (a comma list, e.g. 2,4,8)",
+              file=sys.stderr)  # fmt: skip
         return 2
     cfg = {"sizes": SIZES, "reps": a.reps, "compute_rounds": a.compute_rounds,
            "compute_reps": a.compute_reps}  # fmt: skip

@@ -350,7 +350,7 @@ def _calibrate_gloo(args: argparse.Namespace) -> int:
     check_output_file([("--out", out)], args.force)
     if out.suffix != ".json":
         raise ConfigError(None, "--out", str(out), "a profile file ends in .json")
-    nproc = args.nproc or "2,4,8"
+    nproc = "2,4,8" if args.nproc is None else args.nproc  # "" is no list, not the default
     try:
         counts = [int(x) for x in nproc.split(",") if x.strip()]
     except ValueError:

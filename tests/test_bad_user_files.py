@@ -840,3 +840,21 @@ def test_hsadmm_bucket_too_small_to_simulate_is_named(tmp_path, capsys):
     assert main(["run", str(p), "--out", str(tmp_path / "out")]) == 2
     line = _error(capsys)
     assert "schedules[0].options.bucket_mb: out of range" in line and ">= 0.25" in line
+
+
+@pytest.mark.parametrize(
+    ("argv", "shown"),
+    [
+        # was: read as the default 2,4,8 and measured for minutes (fuzz seed 163055)
+        (["calibrate", "gloo", "--nproc", ""], "--nproc: not a comma list of integers >= 2 (got '')"),
+        # was: read as the default model and measured
+        (["calibrate", "check", "--model", "", "--profile", "h100-sxm"],
+         "--model: unknown model (got '')"),
+    ],
+)  # fmt: skip
+def test_an_empty_flag_value_is_refused_not_read_as_the_default(tmp_path, capsys, argv, shown):
+    if argv[1] == "gloo":
+        argv = [*argv, "--out", str(tmp_path / "g.json")]
+    assert main(argv) == 2
+    assert shown in _error(capsys)
+    assert not (tmp_path / "g.json").exists()
