@@ -846,7 +846,8 @@ def test_hsadmm_bucket_too_small_to_simulate_is_named(tmp_path, capsys):
     ("argv", "shown"),
     [
         # was: read as the default 2,4,8 and measured for minutes (fuzz seed 163055)
-        (["calibrate", "gloo", "--nproc", ""], "--nproc: not a comma list of integers >= 2 (got '')"),
+        (["calibrate", "gloo", "--nproc", ""],
+         "--nproc: not a comma list of integers >= 2 (got '')"),
         # was: read as the default model and measured
         (["calibrate", "check", "--model", "", "--profile", "h100-sxm"],
          "--model: unknown model (got '')"),
