@@ -113,7 +113,9 @@ class Workload(StrictModel):
         "sgd", description="optimizer step: SGD with momentum, Adam, AdamW, LAMB"
     )
     grad_accumulation: int = Field(1, ge=1, le=4096)
-    epochs: float = Field(1.0, gt=0, le=100_000)
+    #: from 0.001 (a thousandth of the dataset): fewer rounds every per-epoch figure to
+    #: an infinity (5e-324 did)
+    epochs: float = Field(1.0, ge=0.001, le=100_000)
     input_pipeline: InputPipeline | None = Field(
         None, description="CPU cost of making each batch (default: none, batches are free)"
     )

@@ -859,3 +859,19 @@ def test_an_empty_flag_value_is_refused_not_read_as_the_default(tmp_path, capsys
     assert main(argv) == 2
     assert shown in _error(capsys)
     assert not (tmp_path / "g.json").exists()
+
+
+def test_epochs_too_few_to_divide_by_is_named(tmp_path, capsys):
+    """Was: an internal error (epoch_time_s = inf) for epochs 5e-324 (fuzz seed 165006)."""
+    sc = {
+        "name": "tiny", "topology": "puhti", "profile": "v100-sxm2-32gb",
+        "network_profile": "nccl-spec",
+        "workload": {"model": "resnet18", "dataset": "cifar10", "batch_per_gpu": 32,
+                     "epochs": 5e-324},
+        "schedules": ["ddp"], "study": {"kind": "single", "gpus": [8]},
+    }  # fmt: skip
+    p = tmp_path / "tiny.yaml"
+    p.write_text(yaml.safe_dump(sc))
+    assert main(["run", str(p), "--out", str(tmp_path / "out")]) == 2
+    line = _error(capsys)
+    assert "workload.epochs: out of range" in line and ">= 0.001" in line
