@@ -390,6 +390,16 @@ def test_sweep_scheduler_without_dask_is_refused(tmp_path, capsys):
     assert "--scheduler: only used with --executor dask (got 'tcp://h:8786')" in line
 
 
+def test_sweep_scheduler_at_no_ip_address_is_refused_at_once(tmp_path, capsys):
+    """Was: a 30 s wait for tcp://256.0.0.1:1 to answer (fuzz seed 167067)."""
+    argv = ["sweep", str(_scenario(tmp_path)), "--set", "seed=1,2", "--executor", "dask",
+            "--scheduler", "tcp://256.0.0.1:1", "--out", str(tmp_path / "sw"),
+            "--no-plots"]  # fmt: skip
+    assert main(argv) == 2
+    line = _error(capsys)
+    assert "--scheduler: not a scheduler address (got 'tcp://256.0.0.1:1')" in line
+
+
 @pytest.mark.parametrize(
     "which, make, shown",
     [

@@ -34,6 +34,7 @@ import json
 import math
 import os
 import re
+import sys
 import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -467,11 +468,20 @@ def _run_pool(todo, jobs: int, workdir: str, record) -> None:
 _SCHEDULER = re.compile(r"^(?:(?:tcp|tls|ucx|ws|wss)://)?[A-Za-z0-9_.\-\[\]:]+:\d{1,5}$")
 
 
+#: seconds to wait for a dask scheduler to answer before the sweep gives up with an error
+CONNECT_TIMEOUT_S = 10
+
+
 def check_scheduler(address: str | None) -> None:
     """A dask scheduler address must look like ``[tcp://]HOST:PORT``; else ConfigError."""
     if address is None:
         return
-    if not _SCHEDULER.match(address) or not 0 < int(address.rsplit(":", 1)[1]) < 65536:
+    host = address.split("://", 1)[-1].rsplit(":", 1)[0]
+    octets = host.split(".")
+    bad_ip = (
+        len(octets) == 4 and all(o.isdigit() for o in octets) and any(int(o) > 255 for o in octets)
+    )  # a dotted quad past 255 is no host: connecting would wait out the timeout
+    if not _SCHEDULER.match(address) or not 0 < int(address.rsplit(":", 1)[1]) < 65536 or bad_ip:
         raise ConfigError(
             None, "--scheduler", address, "not a scheduler address", "tcp://HOST:PORT"
         )
@@ -494,7 +504,12 @@ def _run_dask(todo, scheduler: str | None, client: Any, record) -> None:
             )
         check_scheduler(scheduler)
         try:
-            client = Client(scheduler, timeout=30)
+            print(
+                f"simcluster: connecting to the dask scheduler {scheduler} "
+                f"(up to {CONNECT_TIMEOUT_S} s)",
+                file=sys.stderr,
+            )
+            client = Client(scheduler, timeout=CONNECT_TIMEOUT_S)
         except (OSError, ValueError, TypeError) as exc:
             raise UserError(f"--scheduler {scheduler}: cannot connect ({exc})") from None
     try:
