@@ -12,6 +12,7 @@ import copy
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -825,21 +826,35 @@ def test_topology_with_a_nodes_key_is_not_called_an_execution_trace(tmp_path, ca
     assert "nodes: unknown key" in line and "did you mean 'node'" in line
 
 
-def test_hsadmm_bucket_too_small_to_simulate_is_named(tmp_path, capsys):
-    """Was: OverflowError (cannot fit 'int' into an index-sized integer) when a bucket of
-    1e-300 MiB cut the model into more allreduces than an index holds (fuzz seed 162226)."""
+def _tiny_run(tmp_path: Path, epochs: float = 1, schedule: Any = "ddp") -> list[str]:
+    """``simcluster run`` of a one-size ResNet-18 scenario on Puhti."""
     sc = {
-        "name": "tinyb", "topology": "puhti", "profile": "v100-sxm2-32gb",
+        "name": "tiny", "topology": "puhti", "profile": "v100-sxm2-32gb",
         "network_profile": "nccl-spec",
-        "workload": {"model": "resnet18", "dataset": "cifar10", "batch_per_gpu": 32, "epochs": 1},
-        "schedules": [{"name": "hsadmm", "options": {"bucket_mb": 1e-300}}],
-        "study": {"kind": "single", "gpus": [8]},
+        "workload": {"model": "resnet18", "dataset": "cifar10", "batch_per_gpu": 32,
+                     "epochs": epochs},
+        "schedules": [schedule], "study": {"kind": "single", "gpus": [8]},
     }  # fmt: skip
-    p = tmp_path / "tinyb.yaml"
+    p = tmp_path / "tiny.yaml"
     p.write_text(yaml.safe_dump(sc))
-    assert main(["run", str(p), "--out", str(tmp_path / "out")]) == 2
+    return ["run", str(p), "--out", str(tmp_path / "out")]
+
+
+@pytest.mark.parametrize(
+    ("edit", "shown"),
+    [
+        # was: OverflowError (cannot fit 'int' into an index-sized integer): a bucket of
+        # 1e-300 MiB cut the model into more allreduces than an index holds (seed 162226)
+        ({"schedule": {"name": "hsadmm", "options": {"bucket_mb": 1e-300}}},
+         ("schedules[0].options.bucket_mb: out of range", ">= 0.25")),
+        # was: an internal error (epoch_time_s = inf) for epochs 5e-324 (seed 165006)
+        ({"epochs": 5e-324}, ("workload.epochs: out of range", ">= 0.001")),
+    ],
+)  # fmt: skip
+def test_values_too_small_to_simulate_are_named(tmp_path, capsys, edit, shown):
+    assert main(_tiny_run(tmp_path, **edit)) == 2
     line = _error(capsys)
-    assert "schedules[0].options.bucket_mb: out of range" in line and ">= 0.25" in line
+    assert all(part in line for part in shown)
 
 
 @pytest.mark.parametrize(
@@ -859,19 +874,3 @@ def test_an_empty_flag_value_is_refused_not_read_as_the_default(tmp_path, capsys
     assert main(argv) == 2
     assert shown in _error(capsys)
     assert not (tmp_path / "g.json").exists()
-
-
-def test_epochs_too_few_to_divide_by_is_named(tmp_path, capsys):
-    """Was: an internal error (epoch_time_s = inf) for epochs 5e-324 (fuzz seed 165006)."""
-    sc = {
-        "name": "tiny", "topology": "puhti", "profile": "v100-sxm2-32gb",
-        "network_profile": "nccl-spec",
-        "workload": {"model": "resnet18", "dataset": "cifar10", "batch_per_gpu": 32,
-                     "epochs": 5e-324},
-        "schedules": ["ddp"], "study": {"kind": "single", "gpus": [8]},
-    }  # fmt: skip
-    p = tmp_path / "tiny.yaml"
-    p.write_text(yaml.safe_dump(sc))
-    assert main(["run", str(p), "--out", str(tmp_path / "out")]) == 2
-    line = _error(capsys)
-    assert "workload.epochs: out of range" in line and ">= 0.001" in line
