@@ -46,7 +46,7 @@ measured on a CPU of this host's model.
 as ``max(host_s, g)`` where the samples show a floor (:func:`calibrate.fit.fit_host_floor`):
 a layer pass's calls, timed back to back, run at the pace of the slower of the host
 issuing them and the GPU running them, so samples at the host's pace (under autocast
-every linear pass of the H200 profile up to 3 GFLOP took 35-100 us whatever its size)
+every linear pass of the H200 profile below 3 GFLOP took 35-150 us whatever its size)
 say nothing of the GPU's rate, and a slope fitted through them prices large passes at a
 fraction of the GPU's speed. ``g`` is the linear model fitted to the samples above the
 floor, or the device's roofline where one parameter (the floor) explains the samples
