@@ -556,3 +556,24 @@ def test_a_misspelt_choice_gets_did_you_mean(capsys):
     assert "invalid choice: 'allreduce'" in line and "did you mean 'all_reduce'" in line
     assert main(["validate", "--set", "al"]) == 2
     assert "did you mean 'all'?" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("argv", "shown"),
+    [
+        (["run", "{sc}", "--out", "", "--no-plots"], "--out: an empty name (got '')"),
+        (["run", "{sc}", "--out", "  ", "--no-plots"], "--out: an empty name (got '  ')"),
+        (["sweep", "{sc}", "--set", "seed=1,2", "--out", ""], "--out: an empty name (got '')"),
+        (["topo", "dgx-a100", "--png", ""], "--png: an empty name (got '')"),
+    ],
+)
+def test_an_empty_output_name_is_refused_not_read_as_the_default(
+    tmp_path, capsys, monkeypatch, argv, shown
+):
+    """Was: the default results folder (or PNG) written without a word, where
+    ``validate --out ""`` was already refused."""
+    sc = str(_scenario(tmp_path))
+    monkeypatch.chdir(tmp_path)  # where the default results/ would go
+    assert main([a.replace("{sc}", sc) for a in argv]) == 2
+    assert shown in _error(capsys)
+    assert not (tmp_path / "results").exists()
