@@ -226,8 +226,7 @@ class Fit:
             extra = rate * (values[f] - top)
             if extra > past:
                 past = extra
-        t += past
-        return t if t > 0.0 else 0.0
+        return max(t + past, 0.0)
 
     @classmethod
     def from_json(
