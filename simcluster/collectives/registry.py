@@ -216,19 +216,23 @@ def _lower_with(
     if delay > 0:  # the first phase starts later; its flows' bytes and links are unchanged
         i = next((k for k, b in enumerate(out) if b.num_flows), None)
         if i is not None:
-            b = out[i]
-            out[i] = FlowBatch(b.entry_flow, b.entry_link, b.nbytes, b.latency + delay)
-            out[i]._cache = b._cache  # links, rates and path facts do not depend on latency
+            out[i] = out[i].delayed(delay)
     return out
 
 
-def _tree_delay(ctx: CommContext, call: CollectiveCall, name: str, protocol: str | None) -> float:
+def _tree_delay(
+    ctx: CommContext,
+    call: CollectiveCall,
+    name: str,
+    protocol: str | None,
+    estimate: float | None = None,
+) -> float:
     """Seconds NCCL's size correction of the tree allreduce adds (network profile's
     ``tree_correction``, :func:`~simcluster.collectives.protocols.tree_correction`):
     the tuner divides the tree's bandwidth by a factor ``f <= 1`` at mid sizes, so the
-    time to move the bytes, estimated as the tuner does (the estimate at the call's size
-    less the one at 0 bytes), grows by ``1 / f - 1`` of itself. It is added as a delay,
-    not as bytes: the links carry what they carried."""
+    time to move the bytes, estimated as the tuner does (the estimate at the call's size,
+    ``estimate`` when the caller has it, less the one at 0 bytes), grows by ``1 / f - 1``
+    of itself. It is added as a delay, not as bytes: the links carry what they carried."""
     if call.op != "allreduce" or protocol is None or not ctx.tree_correction:
         return 0.0
     if family_of(name) != "tree":
@@ -236,8 +240,9 @@ def _tree_delay(ctx: CommContext, call: CollectiveCall, name: str, protocol: str
     f = tree_correction(ctx.tree_correction, protocol, call.nbytes)
     if f >= 1.0:
         return 0.0
-    move = _estimate_at(ctx, call, name, protocol, call.nbytes)
-    move -= _estimate_at(ctx, call, name, protocol, 0.0)
+    if estimate is None:
+        estimate = _estimate_at(ctx, call, name, protocol, call.nbytes)
+    move = estimate - _estimate_at(ctx, call, name, protocol, 0.0)
     return max(move, 0.0) * (1.0 / f - 1.0)
 
 
@@ -398,7 +403,7 @@ def _estimate_shape(
     flows that can be slowest), plus the tree allreduce's size correction
     (:func:`_tree_delay`)."""
     t = _estimate_at(ctx, call, name, protocol, call.nbytes)
-    return t + _tree_delay(ctx, call, name, protocol)
+    return t + _tree_delay(ctx, call, name, protocol, t)
 
 
 def _estimate_at(

@@ -80,6 +80,13 @@ class FlowBatch:
         out._cache = self._cache  # rates and path facts do not depend on bytes
         return out
 
+    def delayed(self, seconds: float) -> FlowBatch:
+        """The same flows starting ``seconds`` later (shares the incidence and the cache:
+        links, rates and path facts do not depend on latency)."""
+        out = FlowBatch(self.entry_flow, self.entry_link, self.nbytes, self.latency + seconds)
+        out._cache = self._cache
+        return out
+
     def by_flow(self) -> tuple[np.ndarray, np.ndarray]:
         """(the entries' links grouped by flow: flow 0's first, each flow's in their
         order; the number of links of every flow). Cached, like everything here that
