@@ -76,12 +76,12 @@ def cmd_run(args: argparse.Namespace) -> int:
         sc = sc.model_copy(update={"network_model": args.network_model})
     from simcluster.report import format_table
     from simcluster.report.files import dumps
-    from simcluster.report.outdir import RunOutputs, prepare_output_dir
+    from simcluster.report.outdir import RunOutputs, prepare_output_dir, refuse_empty_path
     from simcluster.report.sanity import check_records
     from simcluster.schedules import scenario_schedules
 
     # The folder is checked (and stale outputs found) before anything is simulated.
-    _refuse_empty("--out", args.out)
+    refuse_empty_path("--out", args.out)
     out = prepare_output_dir(
         args.out or sc.output or Path("results") / sc.name,
         "--out" if args.out else f"{sc.source}: output" if sc.output else "results folder",
@@ -226,18 +226,12 @@ def cmd_spmv_table(args: argparse.Namespace) -> int:
     return 0
 
 
-def _refuse_empty(flag: str, value: str | None) -> None:
-    """An empty (or blank) path given to ``flag`` is an error, not the default path."""
-    if value is not None and not str(value).strip():
-        raise ConfigError(None, flag, value, "an empty name", "a path")
-
-
 def cmd_topo(args: argparse.Namespace) -> int:
-    from simcluster.report.outdir import prepare_output_dir
+    from simcluster.report.outdir import prepare_output_dir, refuse_empty_path
     from simcluster.topology.summary import topology_cli
 
     png = None
-    _refuse_empty("--png", args.png)
+    refuse_empty_path("--png", args.png)
     if args.no_png and args.png:
         raise UserError(
             f"--png {args.png[:80]} with --no-png: draw to that file or print the summary "

@@ -35,6 +35,17 @@ MANIFEST = ".simcluster-outputs"
 PATH_MAX, NAME_MAX = 4000, 255
 
 
+def refuse_empty_path(
+    flag: str, value: str | Path | None, problem: str = "an empty name", allowed: str = "a path"
+) -> None:
+    """A path flag given an empty (or blank) value is a ConfigError, not its default:
+    callers fall back to a default path only when the flag is absent (None)."""
+    if value is not None and not str(value).strip():
+        from simcluster.errors import ConfigError
+
+        raise ConfigError(None, flag, value, problem, allowed)
+
+
 def prepare_output_dir(path: str | Path, what: str = "--out") -> Path:
     """Create ``path`` (parents too) and check a file can be written in it."""
     p = Path(path)

@@ -35,9 +35,8 @@ def add_arguments(s: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from simcluster.errors import ConfigError
     from simcluster.report import ProgressBar
-    from simcluster.report.outdir import RunOutputs, prepare_output_dir
+    from simcluster.report.outdir import RunOutputs, prepare_output_dir, refuse_empty_path
     from simcluster.sweep.plots import METRICS, plot_sweep, summary_lines
     from simcluster.sweep.runner import load_base, parse_axis, run_sweep
 
@@ -47,8 +46,7 @@ def run(args: argparse.Namespace) -> int:
     # The folder holds this sweep's outputs only: plots of an earlier grid shape go.
     base = load_base(find_scenario(args.scenario))
     name = str(base.get("name", Path(args.scenario).stem))
-    if args.out is not None and not str(args.out).strip():  # not read as the default
-        raise ConfigError(None, "--out", args.out, "an empty name", "a folder")
+    refuse_empty_path("--out", args.out, allowed="a folder")
     out = prepare_output_dir(args.out or Path("results") / f"{name}-sweep")
     heatmaps = [f"heatmap-{m}.png" for m in METRICS]
     plots = [] if args.no_plots else ["sweep.png"] if len(axes) == 1 else heatmaps

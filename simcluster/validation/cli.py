@@ -70,9 +70,10 @@ def run(args: argparse.Namespace) -> int:
                           suggestions=did_you_mean(str(args.which), sets))  # fmt: skip
     if args.jobs < 1:
         raise ConfigError(None, "--jobs", args.jobs, "out of range", "a value >= 1")
-    if args.references == "" or (args.out is not None and not args.out.strip()):
-        flag = "--references" if args.references == "" else "--out"
-        raise ConfigError(None, flag, "", "an empty folder name", "a folder")
+    from simcluster.report.outdir import refuse_empty_path
+
+    for flag, value in (("--references", args.references), ("--out", args.out)):
+        refuse_empty_path(flag, value, "an empty folder name", "a folder")
     if args.references and not args.live:  # --set live reads its live/ folder: check it too
         refs = Path(args.references)
         check_user_dir(refs, "--references", "a folder of reference files")
