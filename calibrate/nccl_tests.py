@@ -47,6 +47,7 @@ from typing import Any
 
 from simcluster.collectives.protocols import PROTOCOL_NAMES
 from simcluster.errors import ConfigError
+from simcluster.report.nccl_tests import MAX_SIZE  # the largest size -b / -e may name
 
 __all__ = ["NcclLog", "parse_log", "fit_profile", "run"]
 
@@ -86,10 +87,6 @@ def _op_from_name(path: Path) -> str | None:
         if op in stem or op.replace("_", "") in stem:
             return op
     return None
-
-
-#: the largest size (bytes) or count a data row may hold: 2^50, a petabyte
-MAX_SIZE = 2**50
 
 
 def parse_log(path: str | Path, op: str | None = None) -> NcclLog:
