@@ -336,52 +336,45 @@ def refit_host_floor(data: dict[str, Any], command: str, file: str | None = None
     sms = int(roof.get("sm_count", 0))
     comp = data["device"]["compute"]
     out = copy.deepcopy(data)
-    new: dict[str, dict[str, Any]] = {}
+    new = out["device"]["compute"]  # refitted in place; a fit without a floor stays
     floors = 0
     for precision, classes in sorted(comp.items()):
         for key, passes in sorted(classes.items()):
             recs = rows.get((precision, key))
             if not recs or any(f.get("scaled_from") for f in passes.values()):
                 continue
-            fits = {}
             for pass_, old in passes.items():
                 feats = tuple(old["features"])
                 rates = beyond_rates(data, precision, key, pass_)
                 fitter = functools.partial(fit_host_floor, roofline=rates)
                 rec = _fit(recs, key, precision, pass_, cache, sms, feats, fitter)
-                floored = "host_s" in rec or rec.get("gpu") == "roofline"
-                fits[pass_] = rec if floored else copy.deepcopy(old)  # no floor: as it was
-                floors += floored
-            new.setdefault(precision, {})[key] = fits
+                if "host_s" in rec or rec.get("gpu") == "roofline":
+                    new[precision][key][pass_] = rec
+                    floors += 1
     for precision, classes in sorted(comp.items()):
         for key, passes in sorted(classes.items()):
-            if key in new.get(precision, {}):
-                continue
             recs = rows.get((precision, key))
-            op = key.split(":", 1)[0]
-            base = new.get(precision, {}).get(op)
-            if recs and base and any(f.get("scaled_from") for f in passes.values()):
-                scaled = {}
-                for pass_, fit in base.items():
-                    rec = _scaled(fit, recs, precision, pass_, cache, sms)
-                    if fit.get("host_s"):
-                        rec["host_s"] = float(f"{fit['host_s'] * rec['scale']:.6g}")
-                        floors += 1
-                    if fit.get("edge"):
-                        rec["edge"] = dict(fit["edge"])
-                    if fit.get("gpu"):
-                        rec["gpu"] = fit["gpu"]
-                    scaled[pass_] = rec
-                new.setdefault(precision, {})[key] = scaled
-            else:
-                new.setdefault(precision, {})[key] = copy.deepcopy(passes)
+            base = new[precision].get(key.split(":", 1)[0])
+            if not (recs and base and any(f.get("scaled_from") for f in passes.values())):
+                continue
+            scaled = {}
+            for pass_, fit in base.items():
+                rec = _scaled(fit, recs, precision, pass_, cache, sms)
+                if fit.get("host_s"):
+                    rec["host_s"] = float(f"{fit['host_s'] * rec['scale']:.6g}")
+                    floors += 1
+                if fit.get("edge"):
+                    rec["edge"] = dict(fit["edge"])
+                if fit.get("gpu"):
+                    rec["gpu"] = fit["gpu"]
+                scaled[pass_] = rec
+            new[precision][key] = scaled
     before = {
         f"{p}/{k}/{ps}": f.get("rel_err_median")
         for p, classes in comp.items()
         for k, passes in classes.items()
         for ps, f in passes.items()
     }
-    out["device"]["compute"] = new
     add_beyond(out)
     out["provenance"]["refit_host_floor"] = {
         "what": "compute fits re-fitted as max(host_s, fit) on their own features and samples "
